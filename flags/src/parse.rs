@@ -1,0 +1,870 @@
+//! Argument processing, in HotSpot's order and with HotSpot's messages.
+//!
+//! 1. `-XX:VMOptionsFile=` options are replaced by the file's options where they stand.
+//! 2. A pre-scan picks up `-XX:Flags=`, `±PrintVMOptions` and `±IgnoreUnrecognizedVMOptions`.
+//! 3. The settings file (`-XX:Flags=`) is applied, origin `{config file}`.
+//! 4. The environment variable's options are applied, origin `{environment}`.
+//! 5. The command line is applied, origin `{command line}`; the last setting wins.
+//!
+//! Messages that do not stop parsing (a `Picked up` line, `-XX:+PrintVMOptions` echoes, a
+//! commented-out `-XX:#Foo`) go to the caller's sink as they happen; the first fatal one is
+//! returned as an [`ArgError`].
+
+use crate::error::ArgError;
+use crate::optfile::{tokenize_options, tokenize_settings};
+use crate::similarity::{similarity, SUGGESTION_THRESHOLD};
+use crate::value::{parse_unsigned, K, M};
+use crate::{find_index, flag, FlagType, Settings, Source, Value, FLAGS};
+
+/// Which stream a message belongs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stream {
+    /// Standard output (`-XX:+PrintVMOptions` echoes, listings).
+    Stdout,
+    /// Standard error (`Picked up ...`, warnings).
+    Stderr,
+}
+
+/// The options of an environment variable, as read by the caller.
+#[derive(Clone, Copy, Debug)]
+pub struct EnvOptions<'a> {
+    /// The variable's name, for the `Picked up` line and error messages.
+    pub name: &'a str,
+    /// Its value.
+    pub value: &'a str,
+}
+
+/// How to parse.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ParseOptions<'a> {
+    /// Skip options that are not recognized (JNI's `ignoreUnrecognized`), as
+    /// `-XX:+IgnoreUnrecognizedVMOptions` does. Locked flags and bad values still fail.
+    pub ignore_unrecognized: bool,
+    /// Options from the environment, applied before the command line.
+    pub env: Option<EnvOptions<'a>>,
+}
+
+/// The result of parsing.
+#[derive(Clone, Debug)]
+pub struct Parsed {
+    /// Every flag's value and origin, ready for ergonomics.
+    pub settings: Settings,
+    /// The `-Xlog` options, in order, as given (`-Xlog`, `-Xlog:gc+heap=debug`, ...).
+    pub xlog: Vec<String>,
+}
+
+/// Parses VM options. `args` are the command-line options (everything the launcher did not
+/// consume); `sink` receives non-fatal messages as they occur.
+pub fn parse(
+    args: &[String],
+    options: &ParseOptions<'_>,
+    sink: &mut dyn FnMut(Stream, &str),
+) -> Result<Parsed, ArgError> {
+    let env_args = match options.env {
+        Some(env) if !env.value.trim().is_empty() => {
+            sink(
+                Stream::Stderr,
+                &format!("Picked up {}: {}\n", env.name, env.value),
+            );
+            let tokens = tokenize_options(env.value, env.name)?;
+            expand_options_files(tokens, env.name)?
+        }
+        _ => Vec::new(),
+    };
+    let cmd_args = expand_options_files(args.to_vec(), "cmd_line_args")?;
+
+    let mut parser = Parser {
+        settings: Settings::defaults(),
+        xlog: Vec::new(),
+        ignore_unrecognized: options.ignore_unrecognized,
+        print_vm_options: false,
+        sink,
+    };
+
+    // Pre-scan: options that change how everything else is processed.
+    let mut settings_file = None;
+    for arg in env_args.iter().chain(&cmd_args) {
+        match arg.as_str() {
+            "-XX:+PrintVMOptions" => parser.print_vm_options = true,
+            "-XX:-PrintVMOptions" => parser.print_vm_options = false,
+            "-XX:+IgnoreUnrecognizedVMOptions" => parser.ignore_unrecognized = true,
+            "-XX:-IgnoreUnrecognizedVMOptions" => {
+                parser.ignore_unrecognized = options.ignore_unrecognized
+            }
+            _ => {
+                if let Some(path) = arg.strip_prefix("-XX:Flags=") {
+                    settings_file = Some(path.to_owned());
+                }
+            }
+        }
+    }
+
+    if let Some(path) = settings_file {
+        let text = std::fs::read_to_string(&path)
+            .map_err(|_| ArgError::file(format!("Could not open settings file {path}\n")))?;
+        for token in tokenize_settings(&text) {
+            parser.process_xx(&token, Source::ConfigFile)?;
+        }
+    }
+    for arg in &env_args {
+        parser.process(arg, Source::Environment)?;
+    }
+    for arg in &cmd_args {
+        parser.process(arg, Source::CommandLine)?;
+    }
+    Ok(Parsed {
+        settings: parser.settings,
+        xlog: parser.xlog,
+    })
+}
+
+/// Replaces each `-XX:VMOptionsFile=<file>` by the options in the file. A file may not name
+/// another options file.
+fn expand_options_files(args: Vec<String>, container: &str) -> Result<Vec<String>, ArgError> {
+    if !args.iter().any(|a| a.starts_with("-XX:VMOptionsFile=")) {
+        return Ok(args);
+    }
+    let mut out = Vec::with_capacity(args.len());
+    for arg in args {
+        let Some(path) = arg.strip_prefix("-XX:VMOptionsFile=") else {
+            out.push(arg);
+            continue;
+        };
+        let text = std::fs::read_to_string(path)
+            .map_err(|_| ArgError::file(format!("Could not open options file '{path}'\n")))?;
+        let tokens = tokenize_options(&text, path)?;
+        if tokens.iter().any(|t| t.starts_with("-XX:VMOptionsFile")) {
+            return Err(ArgError::file(format!(
+                "A VM options file may not refer to a VM options file. Specification of \
+                 '-XX:VMOptionsFile=<file-name>' in the options file '{arg}' in options \
+                 container '{container}' is an error.\n"
+            )));
+        }
+        out.extend(tokens);
+    }
+    Ok(out)
+}
+
+struct Parser<'s> {
+    settings: Settings,
+    xlog: Vec<String>,
+    ignore_unrecognized: bool,
+    print_vm_options: bool,
+    sink: &'s mut dyn FnMut(Stream, &str),
+}
+
+/// What a `-XX:` argument asks for.
+enum Action<'a> {
+    /// `+Name` / `-Name`
+    SetBool(bool),
+    /// `Name=value`; `reset` for `Name:=value`
+    Assign { value: &'a str, reset: bool },
+    /// `Name` alone
+    Bare,
+}
+
+impl Parser<'_> {
+    /// Processes one option from the command line or the environment.
+    fn process(&mut self, arg: &str, source: Source) -> Result<(), ArgError> {
+        if let Some(rest) = arg.strip_prefix("-XX:") {
+            if rest.starts_with("Flags=") || rest.starts_with("VMOptionsFile=") {
+                return Ok(()); // handled before
+            }
+            return self.process_xx(rest, source);
+        }
+        if arg == "-Xlog" || arg.starts_with("-Xlog:") {
+            self.xlog.push(arg.to_owned());
+            return Ok(());
+        }
+        if let Some(size) = arg.strip_prefix("-Xms") {
+            let bytes = parse_size_option(size, arg, "Invalid initial heap size")?;
+            self.set_size(flag::MinHeapSize.info().name, bytes, arg)?;
+            return self.set_size(flag::InitialHeapSize.info().name, bytes, arg);
+        }
+        if let Some(size) = arg.strip_prefix("-Xmx") {
+            let bytes = parse_size_option(size, arg, "Invalid maximum heap size")?;
+            return self.set_size(flag::MaxHeapSize.info().name, bytes, arg);
+        }
+        if let Some(size) = arg.strip_prefix("-Xmn") {
+            let bytes = parse_size_option(size, arg, "Invalid initial young generation size")?;
+            self.set_size(flag::MaxNewSize.info().name, bytes, arg)?;
+            return self.set_size(flag::NewSize.info().name, bytes, arg);
+        }
+        if let Some(size) = arg.strip_prefix("-Xss") {
+            return self.process_xss(size, arg);
+        }
+        if self.ignore_unrecognized {
+            return Ok(());
+        }
+        Err(ArgError::unrecognized(format!(
+            "Unrecognized option: {arg}\n"
+        )))
+    }
+
+    /// `-Xss<size>`: sets `ThreadStackSize` in K, rounding up.
+    fn process_xss(&mut self, size: &str, arg: &str) -> Result<(), ArgError> {
+        let bytes = parse_size_option(size, arg, "Invalid thread stack size")?;
+        let max_bytes = M * K; // ThreadStackSize's range ends at 1M K
+        if bytes > max_bytes {
+            return Err(ArgError::invalid(format!(
+                "Invalid thread stack size: {arg}\n\
+                 The specified size exceeds the maximum representable size.\n"
+            )));
+        }
+        let kilobytes = bytes.div_ceil(K);
+        let index = flag_index(flag::ThreadStackSize.info().name);
+        self.settings
+            .set_value(
+                index,
+                Value::Int(kilobytes as i64),
+                crate::Origin::from(Source::CommandLine),
+            )
+            .map_err(|range| {
+                ArgError::invalid(format!("{range}Invalid thread stack size: {arg}\n"))
+            })
+    }
+
+    /// Sets a size flag from one of the `-X` size options. These always record
+    /// `{command line}`, wherever they came from, as HotSpot does.
+    fn set_size(&mut self, name: &str, bytes: u64, arg: &str) -> Result<(), ArgError> {
+        let index = flag_index(name);
+        self.settings
+            .set_value(
+                index,
+                Value::Uint(bytes),
+                crate::Origin::from(Source::CommandLine),
+            )
+            .map_err(|message| {
+                ArgError::invalid(format!("{message}Improperly specified VM option '{arg}'\n"))
+            })
+    }
+
+    /// Processes what follows `-XX:` (or a bare token of a settings file).
+    fn process_xx(&mut self, arg: &str, source: Source) -> Result<(), ArgError> {
+        if arg.starts_with('#') {
+            // A commented-out option: reported, never fatal.
+            (self.sink)(Stream::Stderr, &format!("Unrecognized VM option '{arg}'\n"));
+            return Ok(());
+        }
+        let (name, action, shown) = split_xx(arg);
+        let valid_name = !name.is_empty()
+            && name.len() <= 255
+            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        let index = if valid_name { find_index(name) } else { None };
+        let Some(index) = index else {
+            return self.unrecognized_xx(name, shown);
+        };
+        let info = &FLAGS[index];
+        if !info.is_unlocker() && !self.settings.is_unlocked(info) {
+            let unlock = info.kind.unlock_flag().unwrap_or_default();
+            return Err(ArgError::invalid(format!(
+                "Error: VM option '{name}' is {} and must be enabled via -XX:+{unlock}.\n\
+                 Error: The unlock option must precede '{name}'.\n",
+                info.kind.word()
+            )));
+        }
+        let origin = crate::Origin::from(source);
+        match action {
+            Action::SetBool(on) => {
+                if !info.is_bool() {
+                    return Err(ArgError::invalid(format!(
+                        "Unexpected +/- setting in VM option '{name}'\n"
+                    )));
+                }
+                self.settings
+                    .set_value(index, Value::Bool(on), origin)
+                    .map_err(ArgError::invalid)?;
+            }
+            Action::Assign { value, reset } => {
+                if info.is_bool() {
+                    return Err(ArgError::invalid(format!(
+                        "Missing +/- setting for VM option '{arg}'\n"
+                    )));
+                }
+                if reset && info.ty != FlagType::Ccstr {
+                    return self.unrecognized_xx(name, shown);
+                }
+                let improper =
+                    || ArgError::invalid(format!("Improperly specified VM option '{arg}'\n"));
+                let parsed = match info.ty.parse(value) {
+                    Some(v) => v,
+                    // -XX:MaxHeapSize= shares -Xmx's parser, and its message.
+                    None if index == flag_index(flag::MaxHeapSize.info().name) => {
+                        return Err(ArgError::invalid(format!(
+                            "Invalid maximum heap size: -XX:{arg}\n"
+                        )));
+                    }
+                    None => return Err(improper()),
+                };
+                self.settings
+                    .set_value(index, parsed, origin)
+                    .map_err(|message| {
+                        // A constraint message without a newline stands alone, as HotSpot's
+                        // NativeMemoryTracking syntax error does.
+                        if message.ends_with('\n') {
+                            ArgError::invalid(format!(
+                                "{message}Improperly specified VM option '{arg}'\n"
+                            ))
+                        } else {
+                            ArgError::invalid(message)
+                        }
+                    })?;
+            }
+            Action::Bare => {
+                return Err(ArgError::invalid(if info.is_bool() {
+                    format!("Missing +/- setting for VM option '{name}'\n")
+                } else {
+                    format!("Improperly specified VM option '{name}'\n")
+                }));
+            }
+        }
+        if self.print_vm_options {
+            (self.sink)(Stream::Stdout, &format!("VM option '{arg}'\n"));
+        }
+        Ok(())
+    }
+
+    /// An unknown `-XX:` option: ignored when asked, otherwise HotSpot's message and, for a
+    /// close enough flag name, a suggestion (printed without a newline, as HotSpot does).
+    fn unrecognized_xx(&mut self, name: &str, shown: &str) -> Result<(), ArgError> {
+        if self.ignore_unrecognized {
+            return Ok(());
+        }
+        let mut message = format!("Unrecognized VM option '{shown}'\n");
+        // A known name used in an unknown form (`Name:=v` on a number) gets no suggestion:
+        // it would only repeat the name.
+        let suggestion = if find_index(name).is_some() {
+            None
+        } else {
+            suggest(name)
+        };
+        if let Some(best) = suggestion {
+            let (prefix, suffix) = if best.is_bool() {
+                ("(+/-)", "")
+            } else {
+                ("", "=<value>")
+            };
+            message.push_str(&format!("Did you mean '{prefix}{}{suffix}'? ", best.name));
+        }
+        Err(ArgError::invalid(message))
+    }
+}
+
+/// Splits a `-XX:` argument into name, action and the text HotSpot shows for it in
+/// "Unrecognized VM option" (the argument without a leading `+`/`-`).
+fn split_xx(arg: &str) -> (&str, Action<'_>, &str) {
+    if let Some(name) = arg.strip_prefix('+') {
+        return (name, Action::SetBool(true), name);
+    }
+    if let Some(name) = arg.strip_prefix('-') {
+        return (name, Action::SetBool(false), name);
+    }
+    if let Some(eq) = arg.find('=') {
+        let (name, value) = (&arg[..eq], &arg[eq + 1..]);
+        if let Some(name) = name.strip_suffix(':') {
+            return (name, Action::Assign { value, reset: true }, arg);
+        }
+        return (
+            name,
+            Action::Assign {
+                value,
+                reset: false,
+            },
+            arg,
+        );
+    }
+    (arg, Action::Bare, arg)
+}
+
+/// The flag whose name is most similar to `name`, if similar enough.
+fn suggest(name: &str) -> Option<&'static crate::FlagInfo> {
+    FLAGS
+        .iter()
+        .map(|f| (similarity(name, f.name), f))
+        .filter(|(score, _)| *score >= SUGGESTION_THRESHOLD)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, f)| f)
+}
+
+/// Parses the size of `-Xms`/`-Xmx`/`-Xmn`/`-Xss`.
+fn parse_size_option(size: &str, arg: &str, what: &str) -> Result<u64, ArgError> {
+    parse_unsigned(size).ok_or_else(|| ArgError::invalid(format!("{what}: {arg}\n")))
+}
+
+fn flag_index(name: &str) -> usize {
+    find_index(name).expect("flag named by the parser exists in the table")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{ArgErrorKind, Origin};
+
+    fn run(args: &[&str]) -> (Result<Parsed, ArgError>, Vec<(Stream, String)>) {
+        run_with(args, ParseOptions::default())
+    }
+
+    fn run_with(
+        args: &[&str],
+        options: ParseOptions<'_>,
+    ) -> (Result<Parsed, ArgError>, Vec<(Stream, String)>) {
+        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        let mut out = Vec::new();
+        let result = parse(&args, &options, &mut |s, t| out.push((s, t.to_string())));
+        (result, out)
+    }
+
+    fn err(args: &[&str]) -> ArgError {
+        run(args).0.expect_err("expected an error")
+    }
+
+    fn ok(args: &[&str]) -> Settings {
+        run(args).0.expect("expected success").settings
+    }
+
+    #[test]
+    fn bool_forms() {
+        let s = ok(&["-XX:+AlwaysPreTouch", "-XX:-UseTransparentHugePages"]);
+        assert!(s.get(flag::AlwaysPreTouch));
+        assert_eq!(
+            s.origin(flag::AlwaysPreTouch),
+            Origin::from(Source::CommandLine)
+        );
+        assert_eq!(
+            s.origin(flag::UseTransparentHugePages),
+            Origin::from(Source::CommandLine)
+        );
+        let s = ok(&["-XX:+AlwaysPreTouch", "-XX:-AlwaysPreTouch"]);
+        assert!(!s.get(flag::AlwaysPreTouch), "last one wins");
+    }
+
+    #[test]
+    fn value_forms() {
+        let s = ok(&[
+            "-XX:PreTouchParallelChunkSize=64k",
+            "-XX:ThreadStackSize=0x400",
+            "-XX:ActiveProcessorCount=-2",
+        ]);
+        assert_eq!(s.get(flag::PreTouchParallelChunkSize), 65536);
+        assert_eq!(s.get(flag::ThreadStackSize), 1024);
+        assert_eq!(s.get(flag::ActiveProcessorCount), -2);
+        let s = ok(&["-XX:NativeMemoryTracking:=summary"]);
+        assert_eq!(s.get(flag::NativeMemoryTracking), "summary");
+    }
+
+    #[test]
+    fn x_options() {
+        let s = ok(&["-Xms64m", "-Xmx1g", "-Xss2m", "-Xmn16m"]);
+        assert_eq!(s.get(flag::InitialHeapSize), 64 << 20);
+        assert_eq!(s.get(flag::MinHeapSize), 64 << 20);
+        assert_eq!(s.get(flag::MaxHeapSize), 1 << 30);
+        assert_eq!(s.get(flag::ThreadStackSize), 2048);
+        assert_eq!(s.get(flag::NewSize), 16 << 20);
+        assert_eq!(s.get(flag::MaxNewSize), 16 << 20);
+        assert_eq!(
+            ok(&["-Xss1"]).get(flag::ThreadStackSize),
+            1,
+            "rounded up to 1K"
+        );
+        assert_eq!(ok(&["-Xss1025"]).get(flag::ThreadStackSize), 2);
+        assert_eq!(ok(&["-Xss0"]).get(flag::ThreadStackSize), 0);
+    }
+
+    #[test]
+    fn x_option_errors() {
+        assert_eq!(
+            err(&["-Xmx1q"]).message,
+            "Invalid maximum heap size: -Xmx1q\n"
+        );
+        assert_eq!(err(&["-Xmx"]).message, "Invalid maximum heap size: -Xmx\n");
+        assert_eq!(err(&["-Xms"]).message, "Invalid initial heap size: -Xms\n");
+        assert_eq!(
+            err(&["-Xss1q"]).message,
+            "Invalid thread stack size: -Xss1q\n"
+        );
+        assert_eq!(
+            err(&["-Xmn1q"]).message,
+            "Invalid initial young generation size: -Xmn1q\n"
+        );
+        assert_eq!(
+            err(&["-Xss2g"]).message,
+            "Invalid thread stack size: -Xss2g\nThe specified size exceeds the maximum representable size.\n"
+        );
+        assert_eq!(
+            err(&["-Xmx99999999999t"]).message,
+            "Invalid maximum heap size: -Xmx99999999999t\n"
+        );
+        assert_eq!(
+            err(&["-XX:MaxHeapSize=abc"]).message,
+            "Invalid maximum heap size: -XX:MaxHeapSize=abc\n"
+        );
+        assert_eq!(
+            err(&["-XX:MaxHeapSize=1.5"]).message,
+            "Invalid maximum heap size: -XX:MaxHeapSize=1.5\n"
+        );
+    }
+
+    #[test]
+    fn unrecognized() {
+        let e = err(&["-XX:+Foo"]);
+        assert_eq!(e.message, "Unrecognized VM option 'Foo'\n");
+        assert_eq!(e.kind, ArgErrorKind::InvalidOption);
+        assert_eq!(
+            err(&["-XX:Foo=1"]).message,
+            "Unrecognized VM option 'Foo=1'\n"
+        );
+        assert_eq!(err(&["-XX:"]).message, "Unrecognized VM option ''\n");
+        assert_eq!(
+            err(&["-XX:Foo-Bar=1"]).message,
+            "Unrecognized VM option 'Foo-Bar=1'\n"
+        );
+        assert_eq!(
+            err(&["-XX:+Foo-Bar"]).message,
+            "Unrecognized VM option 'Foo-Bar'\n"
+        );
+        assert_eq!(
+            err(&["-XX:ThreadStackSize:=1"]).message,
+            "Unrecognized VM option 'ThreadStackSize:=1'\n"
+        );
+        let e = err(&["-Xfoo"]);
+        assert_eq!(e.message, "Unrecognized option: -Xfoo\n");
+        assert_eq!(e.kind, ArgErrorKind::UnrecognizedOption);
+        assert_eq!(e.kind.jni_code(), -1);
+        assert_eq!(err(&["-foo"]).message, "Unrecognized option: -foo\n");
+        assert_eq!(err(&["foo"]).message, "Unrecognized option: foo\n");
+    }
+
+    #[test]
+    fn did_you_mean() {
+        assert_eq!(
+            err(&["-XX:+THPStackMitigation"]).message,
+            "Unrecognized VM option 'THPStackMitigation'\nDid you mean '(+/-)DisableTHPStackMitigation'? "
+        );
+        assert_eq!(
+            err(&["-XX:-THPStackMitigation"]).message,
+            "Unrecognized VM option 'THPStackMitigation'\nDid you mean '(+/-)DisableTHPStackMitigation'? "
+        );
+        assert_eq!(
+            err(&["-XX:+ThreadStackSiz"]).message,
+            "Unrecognized VM option 'ThreadStackSiz'\nDid you mean 'ThreadStackSize=<value>'? "
+        );
+        assert_eq!(
+            err(&["-XX:ThreadStackSiz=1"]).message,
+            "Unrecognized VM option 'ThreadStackSiz=1'\nDid you mean 'ThreadStackSize=<value>'? "
+        );
+    }
+
+    #[test]
+    fn type_mismatches() {
+        assert_eq!(
+            err(&["-XX:AlwaysPreTouch=1"]).message,
+            "Missing +/- setting for VM option 'AlwaysPreTouch=1'\n"
+        );
+        assert_eq!(
+            err(&["-XX:AlwaysPreTouch"]).message,
+            "Missing +/- setting for VM option 'AlwaysPreTouch'\n"
+        );
+        assert_eq!(
+            err(&["-XX:+MaxHeapSize"]).message,
+            "Unexpected +/- setting in VM option 'MaxHeapSize'\n"
+        );
+        assert_eq!(
+            err(&["-XX:-MaxHeapSize"]).message,
+            "Unexpected +/- setting in VM option 'MaxHeapSize'\n"
+        );
+        assert_eq!(
+            err(&["-XX:MaxHeapSize"]).message,
+            "Improperly specified VM option 'MaxHeapSize'\n"
+        );
+        assert_eq!(
+            err(&["-XX:UnlockDiagnosticVMOptions"]).message,
+            "Missing +/- setting for VM option 'UnlockDiagnosticVMOptions'\n",
+            "unlike HotSpot 17 (JDK-8392477), no self-referencing unlock message"
+        );
+    }
+
+    #[test]
+    fn improper_values() {
+        for (arg, shown) in [
+            ("-XX:ThreadStackSize=abc", "ThreadStackSize=abc"),
+            ("-XX:ThreadStackSize=", "ThreadStackSize="),
+            ("-XX:ThreadStackSize=+1", "ThreadStackSize=+1"),
+            (
+                "-XX:ThreadStackSize=99999999999999999999",
+                "ThreadStackSize=99999999999999999999",
+            ),
+            ("-XX:ActiveProcessorCount=abc", "ActiveProcessorCount=abc"),
+            ("-XX:ParallelGCThreads=-1", "ParallelGCThreads=-1"),
+            ("-XX:ParallelGCThreads=0x", "ParallelGCThreads=0x"),
+            (
+                "-XX:ParallelGCThreads=4294967296",
+                "ParallelGCThreads=4294967296",
+            ),
+        ] {
+            assert_eq!(
+                err(&[arg]).message,
+                format!("Improperly specified VM option '{shown}'\n"),
+                "{arg}"
+            );
+        }
+    }
+
+    #[test]
+    fn ranges() {
+        assert_eq!(
+            err(&["-XX:PreTouchParallelChunkSize=1"]).message,
+            "size_t PreTouchParallelChunkSize=1 is outside the allowed range [ 4096 ... 9223372036854775807 ]\n\
+             Improperly specified VM option 'PreTouchParallelChunkSize=1'\n"
+        );
+        assert_eq!(
+            err(&["-XX:ThreadStackSize=-1"]).message,
+            "intx ThreadStackSize=-1 is outside the allowed range [ 0 ... 1048576 ]\n\
+             Improperly specified VM option 'ThreadStackSize=-1'\n"
+        );
+        assert_eq!(
+            err(&["-XX:ThreadStackSize=2m"]).message,
+            "intx ThreadStackSize=2097152 is outside the allowed range [ 0 ... 1048576 ]\n\
+             Improperly specified VM option 'ThreadStackSize=2m'\n"
+        );
+        ok(&[
+            "-XX:PreTouchParallelChunkSize=4k",
+            "-XX:PreTouchParallelChunkSize=9223372036854775807",
+        ]);
+    }
+
+    #[test]
+    fn nmt_syntax() {
+        assert_eq!(
+            err(&["-XX:NativeMemoryTracking=foo"]).message,
+            "Syntax error, expecting -XX:NativeMemoryTracking=[off|summary|detail]"
+        );
+    }
+
+    #[test]
+    fn locked_flags() {
+        let e = err(&["-XX:+PrintNMTStatistics"]);
+        assert_eq!(
+            e.message,
+            "Error: VM option 'PrintNMTStatistics' is diagnostic and must be enabled via -XX:+UnlockDiagnosticVMOptions.\n\
+             Error: The unlock option must precede 'PrintNMTStatistics'.\n"
+        );
+        assert_eq!(e.kind.jni_code(), -6);
+        assert_eq!(
+            err(&["-XX:PrintNMTStatistics=1"]).message,
+            "Error: VM option 'PrintNMTStatistics' is diagnostic and must be enabled via -XX:+UnlockDiagnosticVMOptions.\n\
+             Error: The unlock option must precede 'PrintNMTStatistics'.\n"
+        );
+        assert_eq!(
+            err(&["-XX:+BackgroundPreTouch"]).message,
+            "Error: VM option 'BackgroundPreTouch' is experimental and must be enabled via -XX:+UnlockExperimentalVMOptions.\n\
+             Error: The unlock option must precede 'BackgroundPreTouch'.\n"
+        );
+        // The unlock must come first.
+        err(&[
+            "-XX:+DisableTHPStackMitigation",
+            "-XX:+UnlockDiagnosticVMOptions",
+        ]);
+        let s = ok(&[
+            "-XX:+UnlockDiagnosticVMOptions",
+            "-XX:+DisableTHPStackMitigation",
+        ]);
+        assert!(s.get(flag::DisableTHPStackMitigation));
+        let s = ok(&[
+            "-XX:+UnlockExperimentalVMOptions",
+            "-XX:+BackgroundPreTouch",
+        ]);
+        assert!(s.get(flag::BackgroundPreTouch));
+    }
+
+    #[test]
+    fn ignore_unrecognized() {
+        let s = ok(&[
+            "-XX:+IgnoreUnrecognizedVMOptions",
+            "-XX:+Foo",
+            "-Xfoo",
+            "-XX:+AlwaysPreTouch",
+        ]);
+        assert!(s.get(flag::AlwaysPreTouch));
+        // Order does not matter: the pre-scan sees it.
+        ok(&["-XX:+Foo", "-XX:+IgnoreUnrecognizedVMOptions"]);
+        // Locked flags and bad values still fail.
+        err(&[
+            "-XX:+IgnoreUnrecognizedVMOptions",
+            "-XX:+PrintNMTStatistics",
+        ]);
+        err(&[
+            "-XX:+IgnoreUnrecognizedVMOptions",
+            "-XX:ThreadStackSize=abc",
+        ]);
+        let (r, _) = run_with(
+            &["-XX:+Foo", "-foo"],
+            ParseOptions {
+                ignore_unrecognized: true,
+                env: None,
+            },
+        );
+        r.unwrap();
+    }
+
+    #[test]
+    fn commented_out_option_is_not_fatal() {
+        let (r, out) = run(&["-XX:#+Foo"]);
+        r.unwrap();
+        assert_eq!(
+            out,
+            [(
+                Stream::Stderr,
+                "Unrecognized VM option '#+Foo'\n".to_string()
+            )]
+        );
+    }
+
+    #[test]
+    fn print_vm_options_echoes() {
+        let (r, out) = run(&["-XX:+PrintVMOptions", "-XX:+AlwaysPreTouch", "-Xmx64m"]);
+        r.unwrap();
+        assert_eq!(
+            out,
+            [
+                (Stream::Stdout, "VM option '+PrintVMOptions'\n".to_string()),
+                (Stream::Stdout, "VM option '+AlwaysPreTouch'\n".to_string()),
+            ]
+        );
+    }
+
+    #[test]
+    fn environment_comes_first_and_is_announced() {
+        let env = EnvOptions {
+            name: "RTVM_OPTIONS",
+            value: "-Xmx16m -XX:+AlwaysPreTouch",
+        };
+        let (r, out) = run_with(
+            &["-Xmx64m"],
+            ParseOptions {
+                ignore_unrecognized: false,
+                env: Some(env),
+            },
+        );
+        let s = r.unwrap().settings;
+        assert_eq!(s.get(flag::MaxHeapSize), 64 << 20, "command line wins");
+        assert!(s.get(flag::AlwaysPreTouch));
+        assert_eq!(
+            s.origin(flag::AlwaysPreTouch),
+            Origin::from(Source::Environment)
+        );
+        assert_eq!(
+            out[0],
+            (
+                Stream::Stderr,
+                "Picked up RTVM_OPTIONS: -Xmx16m -XX:+AlwaysPreTouch\n".into()
+            )
+        );
+        let env = EnvOptions {
+            name: "RTVM_OPTIONS",
+            value: "\"-Xmx16m",
+        };
+        let (r, out) = run_with(
+            &[],
+            ParseOptions {
+                ignore_unrecognized: false,
+                env: Some(env),
+            },
+        );
+        assert_eq!(r.unwrap_err().message, "Unmatched quote in RTVM_OPTIONS\n");
+        assert_eq!(out.len(), 1, "announced before the error");
+        // -X sizes record {command line} even from the environment, as HotSpot does.
+        let env = EnvOptions {
+            name: "RTVM_OPTIONS",
+            value: "-Xmx16m",
+        };
+        let (r, _) = run_with(
+            &[],
+            ParseOptions {
+                ignore_unrecognized: false,
+                env: Some(env),
+            },
+        );
+        assert_eq!(
+            r.unwrap().settings.origin(flag::MaxHeapSize),
+            Origin::from(Source::CommandLine)
+        );
+    }
+
+    #[test]
+    fn xlog_collected_in_order() {
+        let p = run(&["-Xlog", "-Xlog:gc+heap=debug", "-Xlogfoo"]).0;
+        assert_eq!(p.unwrap_err().message, "Unrecognized option: -Xlogfoo\n");
+        let p = run(&["-Xlog", "-Xlog:gc+heap=debug"]).0.unwrap();
+        assert_eq!(p.xlog, ["-Xlog", "-Xlog:gc+heap=debug"]);
+    }
+
+    fn temp_file(name: &str, content: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("rtvm-flags-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(name);
+        std::fs::write(&path, content).unwrap();
+        path
+    }
+
+    #[test]
+    fn vm_options_file() {
+        let f = temp_file("vmo.txt", "-Xmx64m\n \"-XX:+AlwaysPreTouch\"\n");
+        let arg = format!("-XX:VMOptionsFile={}", f.display());
+        let s = ok(&[&arg, "-Xmx32m"]);
+        assert_eq!(
+            s.get(flag::MaxHeapSize),
+            32 << 20,
+            "spliced where it stands"
+        );
+        assert!(s.get(flag::AlwaysPreTouch));
+        assert_eq!(
+            s.origin(flag::AlwaysPreTouch),
+            Origin::from(Source::CommandLine)
+        );
+        assert_eq!(
+            err(&["-XX:VMOptionsFile=/nonexistent"]).message,
+            "Could not open options file '/nonexistent'\n"
+        );
+        let nested = temp_file("nest.txt", &format!("{arg}\n"));
+        let outer = format!("-XX:VMOptionsFile={}", nested.display());
+        assert_eq!(
+            err(&[&outer]).message,
+            format!(
+                "A VM options file may not refer to a VM options file. Specification of \
+                 '-XX:VMOptionsFile=<file-name>' in the options file '{outer}' in options \
+                 container 'cmd_line_args' is an error.\n"
+            )
+        );
+        let unmatched = temp_file("unm.txt", "-Xmx64m \"-XX:+Alw\n");
+        assert_eq!(
+            err(&[&format!("-XX:VMOptionsFile={}", unmatched.display())]).message,
+            format!("Unmatched quote in {}\n", unmatched.display())
+        );
+    }
+
+    #[test]
+    fn settings_file() {
+        let f = temp_file("flags.txt", "+AlwaysPreTouch\n# comment\nMaxHeapSize=64m\n");
+        let s = ok(&[&format!("-XX:Flags={}", f.display())]);
+        assert!(s.get(flag::AlwaysPreTouch));
+        assert_eq!(
+            s.origin(flag::MaxHeapSize),
+            Origin::from(Source::ConfigFile)
+        );
+        let s = ok(&[&format!("-XX:Flags={}", f.display()), "-Xmx32m"]);
+        assert_eq!(
+            s.get(flag::MaxHeapSize),
+            32 << 20,
+            "command line after settings file"
+        );
+        let bad = temp_file("bad.txt", "-XX:+Foo\n");
+        assert_eq!(
+            err(&[&format!("-XX:Flags={}", bad.display())]).message,
+            "Unrecognized VM option 'XX:+Foo'\n"
+        );
+        assert_eq!(
+            err(&["-XX:Flags=/nonexistent"]).message,
+            "Could not open settings file /nonexistent\n"
+        );
+    }
+}

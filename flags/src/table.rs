@@ -1,0 +1,102 @@
+//! THE flag table: every flag rtvm has, declared once.
+//!
+//! Kinds follow HotSpot: `product` flags are for everyone, `product_pd` ones have a
+//! platform-dependent default, `diagnostic` and `experimental` ones are locked until
+//! `-XX:+UnlockDiagnosticVMOptions` / `-XX:+UnlockExperimentalVMOptions` appear *before*
+//! them. A `range` is checked whenever a value is set; a `constraint` runs at parse time
+//! (`AtParse`) or once ergonomics have run (`AfterErgo`).
+
+use crate::constraints;
+use crate::value::{K, M};
+
+/// Platform-dependent defaults (`{pd product}`).
+mod pd {
+    use crate::value::M;
+
+    /// Default stack size, in K, of threads created for the application (`-Xss`).
+    /// 1024K on x86_64; 2040K on aarch64 where HotSpot lowered it below the 2M THP size
+    /// (JDK-8303215).
+    #[cfg(not(target_arch = "aarch64"))]
+    pub const THREAD_STACK_SIZE_K: i64 = 1024;
+    #[cfg(target_arch = "aarch64")]
+    pub const THREAD_STACK_SIZE_K: i64 = 2040;
+    /// Default stack size, in K, of VM-internal threads and workers.
+    pub const VM_THREAD_STACK_SIZE_K: i64 = THREAD_STACK_SIZE_K;
+    /// Per-worker pretouch chunk: 4M on Linux (JDK-8254699), 1G elsewhere.
+    #[cfg(target_os = "linux")]
+    pub const PRETOUCH_CHUNK: u64 = 4 * M;
+    #[cfg(not(target_os = "linux"))]
+    pub const PRETOUCH_CHUNK: u64 = 1024 * M;
+    /// Largest stack size, in K, a flag may ask for: 1M kilobytes, i.e. 1 GiB.
+    pub const MAX_STACK_SIZE_K: i64 = M as i64;
+}
+
+/// The largest value a `size_t` chunk size may take (`SIZE_MAX / 2`).
+const SIZE_MAX_HALF: u64 = u64::MAX / 2;
+
+define_flags! {
+    product(int, ActiveProcessorCount, -1,
+        "Specify the CPU count the VM should use and report as active; -1 uses the count the OS makes available to the process");
+    product(bool, AlwaysPreTouch, false,
+        "Force all freshly committed heap pages to be pre-touched (made resident) before use");
+    diagnostic(bool, AlwaysPreTouchStacks, false,
+        "Force each thread stack to be fully pre-touched below its guard zone before the thread body runs");
+    experimental(bool, BackgroundPreTouch, false,
+        "With AlwaysPreTouch, return from VM creation once the heap is committed and pre-touch it in the background while the application runs")
+        constraint(constraints::background_pretouch, AfterErgo);
+    diagnostic(bool, DelayThreadStartALot, false,
+        "Delay each thread start by 100ms between the start handshake and the thread's own set-up, widening the window in which an unmitigated stack can turn into huge pages");
+    diagnostic(bool, DisableTHPStackMitigation, false,
+        "Do not protect thread stacks from transparent huge pages: map them like glibc on kernels before 6.8 (no MADV_NOHUGEPAGE, guard zone placed late by the thread). For negative tests only");
+    product(bool, IgnoreUnrecognizedVMOptions, false,
+        "Ignore unrecognized VM options");
+    product(size_t, InitialHeapSize, 0,
+        "Initial heap size (in bytes); zero means use ergonomics (1/64 of physical memory)");
+    product(size_t, MaxHeapSize, 128 * M,
+        "Maximum heap size (in bytes); ergonomics set it to 1/4 of physical memory unless given");
+    product(size_t, MaxNewSize, u64::MAX,
+        "Maximum size of the nursery (in bytes); -Xmn sets it together with NewSize");
+    product(size_t, MinHeapSize, 0,
+        "Minimum heap size (in bytes); zero means use ergonomics");
+    product(ccstr, NativeMemoryTracking, "off",
+        "Native memory tracking options: off, summary or detail")
+        constraint(constraints::native_memory_tracking, AtParse);
+    product(size_t, NewSize, 0,
+        "Size of the nursery (in bytes): a region at the heap's low end that the embedder can empty in one step; zero means no nursery");
+    product(uint, ParallelGCThreads, 0,
+        "Number of parallel worker threads (pre-touch and other parallel VM tasks); zero means use ergonomics")
+        range(0, 4096);
+    product_pd(size_t, PreTouchParallelChunkSize, pd::PRETOUCH_CHUNK,
+        "Per-thread chunk size for parallel memory pre-touch")
+        range(4 * K, SIZE_MAX_HALF);
+    product(bool, PrintCommandLineFlags, false,
+        "Print flags specified on command line or set by ergonomics");
+    product(bool, PrintFlagsFinal, false,
+        "Print all VM flags after argument and ergonomic processing");
+    product(bool, PrintFlagsInitial, false,
+        "Print all VM flags before argument processing and exit VM");
+    product(bool, PrintFlagsRanges, false,
+        "Print VM flags and their ranges");
+    diagnostic(bool, PrintNMTStatistics, false,
+        "Print native memory tracking summary data if it is on");
+    product(bool, PrintVMOptions, false,
+        "Print flags that appeared on the command line");
+    product_pd(intx, ThreadStackSize, pd::THREAD_STACK_SIZE_K,
+        "Thread stack size (in Kbytes) of application threads; 0 uses the system default (RLIMIT_STACK)")
+        range(0, pd::MAX_STACK_SIZE_K);
+    diagnostic(bool, UnlockDiagnosticVMOptions, false,
+        "Enable normal processing of flags relating to field diagnostics");
+    experimental(bool, UnlockExperimentalVMOptions, false,
+        "Enable normal processing of flags relating to experimental features");
+    diagnostic(bool, UseMadvPopulateWrite, true,
+        "Use MADV_POPULATE_WRITE to pre-touch memory where the kernel has it; off forces touching every page with an atomic add of zero");
+    product(bool, UseTransparentHugePages, false,
+        "Use MADV_HUGEPAGE for the heap so the kernel backs it with transparent huge pages");
+    product_pd(intx, VMThreadStackSize, pd::VM_THREAD_STACK_SIZE_K,
+        "Thread stack size (in Kbytes) of VM-internal threads and workers; 0 uses the system default (RLIMIT_STACK)")
+        range(0, pd::MAX_STACK_SIZE_K);
+}
+
+/// Names of the flags that unlock others; they are always settable themselves.
+pub(crate) const UNLOCKERS: [&str; 2] =
+    ["UnlockDiagnosticVMOptions", "UnlockExperimentalVMOptions"];

@@ -1,0 +1,352 @@
+//! Flag types and values, and the JVM's number syntax.
+//!
+//! HotSpot numbers are integers that start with a digit (a `-` is allowed for the signed
+//! types), may be hexadecimal with a `0x` prefix, and may carry one binary suffix
+//! `k`/`m`/`g`/`t` (either case). Anything else — spaces, a `+` sign, fractions, two
+//! suffixes, overflow — is rejected. Doubles go through an ordinary float parse.
+
+use std::borrow::Cow;
+use std::fmt;
+
+/// One kibibyte.
+pub const K: u64 = 1024;
+/// One mebibyte.
+pub const M: u64 = K * K;
+/// One gibibyte.
+pub const G: u64 = M * K;
+/// One tebibyte.
+pub const T: u64 = G * K;
+
+/// The declared type of a flag, named as HotSpot names it in `-XX:+PrintFlagsFinal`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FlagType {
+    /// `bool`
+    Bool,
+    /// `int` (32-bit signed)
+    Int,
+    /// `uint` (32-bit unsigned)
+    Uint,
+    /// `intx` (pointer-sized signed)
+    Intx,
+    /// `uintx` (pointer-sized unsigned)
+    Uintx,
+    /// `uint64_t`
+    Uint64,
+    /// `size_t`
+    SizeT,
+    /// `double`
+    Double,
+    /// `ccstr` (a string)
+    Ccstr,
+}
+
+impl FlagType {
+    /// The name used in listings and in range messages (`size_t`, `intx`, ...).
+    pub const fn name(self) -> &'static str {
+        match self {
+            FlagType::Bool => "bool",
+            FlagType::Int => "int",
+            FlagType::Uint => "uint",
+            FlagType::Intx => "intx",
+            FlagType::Uintx => "uintx",
+            FlagType::Uint64 => "uint64_t",
+            FlagType::SizeT => "size_t",
+            FlagType::Double => "double",
+            FlagType::Ccstr => "ccstr",
+        }
+    }
+
+    /// Whether values of this type are integers.
+    pub const fn is_integer(self) -> bool {
+        !matches!(self, FlagType::Bool | FlagType::Double | FlagType::Ccstr)
+    }
+
+    /// Whether values of this type are signed integers.
+    pub const fn is_signed(self) -> bool {
+        matches!(self, FlagType::Int | FlagType::Intx)
+    }
+
+    /// The range of values the type itself can hold, for numeric types.
+    ///
+    /// A flag with a constraint but no declared range prints this range in
+    /// `-XX:+PrintFlagsRanges`, as HotSpot does.
+    pub fn type_range(self) -> Option<(Value, Value)> {
+        Some(match self {
+            FlagType::Int => (Value::Int(i32::MIN as i64), Value::Int(i32::MAX as i64)),
+            FlagType::Intx => (Value::Int(i64::MIN), Value::Int(i64::MAX)),
+            FlagType::Uint => (Value::Uint(0), Value::Uint(u32::MAX as u64)),
+            FlagType::Uintx | FlagType::Uint64 | FlagType::SizeT => {
+                (Value::Uint(0), Value::Uint(u64::MAX))
+            }
+            FlagType::Double => (Value::Double(-f64::MAX), Value::Double(f64::MAX)),
+            FlagType::Bool | FlagType::Ccstr => return None,
+        })
+    }
+
+    /// Parses the text after `Name=` as a value of this type.
+    ///
+    /// Returns `None` when the text is not a well-formed value of the type (the caller
+    /// reports `Improperly specified VM option`). Range checks are separate.
+    pub fn parse(self, text: &str) -> Option<Value> {
+        match self {
+            FlagType::Bool => match text {
+                "true" | "1" => Some(Value::Bool(true)),
+                "false" | "0" => Some(Value::Bool(false)),
+                _ => None,
+            },
+            FlagType::Int => parse_signed(text)
+                .filter(|v| i32::try_from(*v).is_ok())
+                .map(Value::Int),
+            FlagType::Intx => parse_signed(text).map(Value::Int),
+            FlagType::Uint => parse_unsigned(text)
+                .filter(|v| u32::try_from(*v).is_ok())
+                .map(Value::Uint),
+            FlagType::Uintx | FlagType::Uint64 | FlagType::SizeT => {
+                parse_unsigned(text).map(Value::Uint)
+            }
+            FlagType::Double => parse_double(text).map(Value::Double),
+            FlagType::Ccstr => Some(Value::Str(Cow::Owned(text.to_owned()))),
+        }
+    }
+}
+
+impl fmt::Display for FlagType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A flag's value. Integers of every width are held as `i64` (signed types) or `u64`
+/// (unsigned types); the flag's [`FlagType`] says which width applies.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Value {
+    /// A `bool` flag's value.
+    Bool(bool),
+    /// A signed integer (`int`, `intx`).
+    Int(i64),
+    /// An unsigned integer (`uint`, `uintx`, `uint64_t`, `size_t`).
+    Uint(u64),
+    /// A `double`.
+    Double(f64),
+    /// A `ccstr`.
+    Str(Cow<'static, str>),
+}
+
+impl Value {
+    /// Compares two numeric values of the same kind; `None` for mixed or non-numeric kinds.
+    pub fn partial_cmp_num(&self, other: &Value) -> Option<std::cmp::Ordering> {
+        match (self, other) {
+            (Value::Int(a), Value::Int(b)) => Some(a.cmp(b)),
+            (Value::Uint(a), Value::Uint(b)) => Some(a.cmp(b)),
+            (Value::Double(a), Value::Double(b)) => a.partial_cmp(b),
+            _ => None,
+        }
+    }
+
+    /// The value as HotSpot prints it in `-XX:+PrintFlagsFinal` and `-XX:+PrintCommandLineFlags`
+    /// (doubles with six decimals, like C's `%f`).
+    pub fn display(&self) -> String {
+        match self {
+            Value::Bool(b) => b.to_string(),
+            Value::Int(v) => v.to_string(),
+            Value::Uint(v) => v.to_string(),
+            Value::Double(d) => format!("{d:.6}"),
+            Value::Str(s) => s.to_string(),
+        }
+    }
+
+    /// The value as printed inside a `-XX:+PrintFlagsRanges` bracket (doubles with three
+    /// decimals).
+    pub fn display_range_bound(&self) -> String {
+        match self {
+            Value::Double(d) => format!("{d:.3}"),
+            other => other.display(),
+        }
+    }
+}
+
+/// Parses an unsigned JVM number: `123`, `0x7f`, `64k`, `2G`, `1t`.
+///
+/// ```
+/// use rtvm_flags::value::parse_unsigned;
+/// assert_eq!(parse_unsigned("64k"), Some(65536));
+/// assert_eq!(parse_unsigned("0x10"), Some(16));
+/// assert_eq!(parse_unsigned("1.5"), None);
+/// assert_eq!(parse_unsigned("1kk"), None);
+/// ```
+pub fn parse_unsigned(text: &str) -> Option<u64> {
+    let bytes = text.as_bytes();
+    if !bytes.first()?.is_ascii_digit() {
+        return None;
+    }
+    let (digits, radix) = match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
+        Some(hex) => (hex, 16),
+        None => (text, 10),
+    };
+    let end = digits
+        .char_indices()
+        .find(|&(_, c)| !c.is_digit(radix))
+        .map_or(digits.len(), |(i, _)| i);
+    let (number, suffix) = digits.split_at(end);
+    if number.is_empty() {
+        return None;
+    }
+    let n = u64::from_str_radix(number, radix).ok()?;
+    let multiplier = match suffix {
+        "" => 1,
+        "k" | "K" => K,
+        "m" | "M" => M,
+        "g" | "G" => G,
+        "t" | "T" => T,
+        _ => return None,
+    };
+    n.checked_mul(multiplier)
+}
+
+/// Parses a signed JVM number: an optional `-` followed by an unsigned number.
+pub fn parse_signed(text: &str) -> Option<i64> {
+    match text.strip_prefix('-') {
+        Some(rest) => {
+            let magnitude = parse_unsigned(rest)?;
+            if magnitude == i64::MIN.unsigned_abs() {
+                Some(i64::MIN)
+            } else {
+                i64::try_from(magnitude).ok().map(|m| -m)
+            }
+        }
+        None => i64::try_from(parse_unsigned(text)?).ok(),
+    }
+}
+
+/// Parses a `double` flag value. Like `strtod` on the whole string: no leading or trailing
+/// garbage, no `inf`/`nan` spelled out by a user.
+pub fn parse_double(text: &str) -> Option<f64> {
+    let first = *text.as_bytes().first()?;
+    if !(first.is_ascii_digit() || first == b'-' || first == b'.') {
+        return None;
+    }
+    if text
+        .chars()
+        .any(|c| c.is_ascii_alphabetic() && c != 'e' && c != 'E')
+    {
+        return None;
+    }
+    text.parse::<f64>().ok().filter(|d| d.is_finite())
+}
+
+/// Formats a byte count the way HotSpot's `EXACTFMT` does: the largest binary unit that
+/// divides it exactly (`2M`, `4K`, `1536K`, `100B`).
+pub fn format_exact_size(bytes: u64) -> String {
+    for (unit, suffix) in [(T, "T"), (G, "G"), (M, "M"), (K, "K")] {
+        if bytes >= unit && bytes.is_multiple_of(unit) {
+            return format!("{}{}", bytes / unit, suffix);
+        }
+    }
+    format!("{bytes}B")
+}
+
+/// Formats a byte count with a lowercase unit as HotSpot's page-size lists do (`4k`, `2M` →
+/// `2M`): kilobytes in lowercase, larger units in uppercase.
+pub fn format_page_size(bytes: u64) -> String {
+    let exact = format_exact_size(bytes);
+    match exact.strip_suffix('K') {
+        Some(n) => format!("{n}k"),
+        None => exact,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unsigned_forms() {
+        assert_eq!(parse_unsigned("0"), Some(0));
+        assert_eq!(parse_unsigned("4096"), Some(4096));
+        assert_eq!(parse_unsigned("4k"), Some(4096));
+        assert_eq!(parse_unsigned("4K"), Some(4096));
+        assert_eq!(parse_unsigned("2m"), Some(2 * M));
+        assert_eq!(parse_unsigned("3G"), Some(3 * G));
+        assert_eq!(parse_unsigned("1t"), Some(T));
+        assert_eq!(parse_unsigned("0x400"), Some(1024));
+        assert_eq!(parse_unsigned("0X1fK"), Some(31 * K));
+        assert_eq!(parse_unsigned("18446744073709551615"), Some(u64::MAX));
+    }
+
+    #[test]
+    fn unsigned_rejects() {
+        for bad in [
+            "",
+            " 1",
+            "+1",
+            "-1",
+            "1.5",
+            "1kk",
+            "1q",
+            "abc",
+            "0x",
+            "0xg",
+            "1 k",
+            "18446744073709551616",
+            "99999999999999999999",
+            "16777216t",
+            "k",
+        ] {
+            assert_eq!(parse_unsigned(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn signed_forms() {
+        assert_eq!(parse_signed("-1"), Some(-1));
+        assert_eq!(parse_signed("-4k"), Some(-4096));
+        assert_eq!(parse_signed("9223372036854775807"), Some(i64::MAX));
+        assert_eq!(parse_signed("-9223372036854775808"), Some(i64::MIN));
+        assert_eq!(parse_signed("9223372036854775808"), None);
+        assert_eq!(parse_signed("--1"), None);
+        assert_eq!(parse_signed("-"), None);
+    }
+
+    #[test]
+    fn typed_parse_limits_widths() {
+        assert_eq!(
+            FlagType::Int.parse("2147483647"),
+            Some(Value::Int(i32::MAX as i64))
+        );
+        assert_eq!(FlagType::Int.parse("2147483648"), None);
+        assert_eq!(
+            FlagType::Uint.parse("4294967295"),
+            Some(Value::Uint(u32::MAX as u64))
+        );
+        assert_eq!(FlagType::Uint.parse("4294967296"), None);
+        assert_eq!(FlagType::Uint.parse("-1"), None);
+        assert_eq!(FlagType::SizeT.parse("-1"), None);
+        assert_eq!(FlagType::Bool.parse("true"), Some(Value::Bool(true)));
+        assert_eq!(FlagType::Bool.parse("yes"), None);
+    }
+
+    #[test]
+    fn doubles() {
+        assert_eq!(parse_double("25"), Some(25.0));
+        assert_eq!(parse_double("0.5"), Some(0.5));
+        assert_eq!(parse_double("1e3"), Some(1000.0));
+        assert_eq!(parse_double("abc"), None);
+        assert_eq!(parse_double("inf"), None);
+        assert_eq!(parse_double(""), None);
+        assert_eq!(parse_double("1e999"), None);
+    }
+
+    #[test]
+    fn display_forms() {
+        assert_eq!(Value::Double(25.0).display(), "25.000000");
+        assert_eq!(Value::Double(100.0).display_range_bound(), "100.000");
+        assert_eq!(Value::Uint(4096).display(), "4096");
+        assert_eq!(Value::Int(-1).display(), "-1");
+        assert_eq!(format_exact_size(2 * M), "2M");
+        assert_eq!(format_exact_size(1536 * K), "1536K");
+        assert_eq!(format_exact_size(6028 * M), "6028M");
+        assert_eq!(format_exact_size(100), "100B");
+        assert_eq!(format_page_size(4096), "4k");
+        assert_eq!(format_page_size(2 * M), "2M");
+    }
+}

@@ -1,0 +1,410 @@
+//! Readers for the kernel's own view of a process: `/proc/self/status`, `smaps`,
+//! `smaps_rollup` and `maps`. Parsers take text so they can be tested on literal contents;
+//! the `read_*` functions read the live files.
+
+use std::io;
+
+/// Selected fields of `/proc/<pid>/status`, in kB where the kernel reports kB.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Status {
+    /// Resident set size.
+    pub vm_rss_kb: u64,
+    /// Peak resident set size.
+    pub vm_hwm_kb: u64,
+    /// Virtual size.
+    pub vm_size_kb: u64,
+    /// Swapped-out anonymous memory.
+    pub vm_swap_kb: u64,
+    /// Number of threads.
+    pub threads: u64,
+}
+
+impl Status {
+    /// Parses the text of a status file. Missing fields stay 0.
+    pub fn parse(text: &str) -> Status {
+        let mut s = Status::default();
+        for line in text.lines() {
+            let Some((key, rest)) = line.split_once(':') else {
+                continue;
+            };
+            let value = rest
+                .split_whitespace()
+                .next()
+                .and_then(|v| v.parse::<u64>().ok());
+            let Some(value) = value else { continue };
+            match key {
+                "VmRSS" => s.vm_rss_kb = value,
+                "VmHWM" => s.vm_hwm_kb = value,
+                "VmSize" => s.vm_size_kb = value,
+                "VmSwap" => s.vm_swap_kb = value,
+                "Threads" => s.threads = value,
+                _ => {}
+            }
+        }
+        s
+    }
+}
+
+/// Reads `/proc/self/status`.
+pub fn read_status() -> io::Result<Status> {
+    std::fs::read_to_string("/proc/self/status").map(|t| Status::parse(&t))
+}
+
+/// One mapping as `/proc/<pid>/maps` lists it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MapsEntry {
+    /// First address.
+    pub start: usize,
+    /// One past the last address.
+    pub end: usize,
+    /// Permissions, e.g. `rw-p` or `---p`.
+    pub perms: String,
+    /// The path or pseudo-name (`[stack]`, `[anon:rtvm heap]`), empty for anonymous memory.
+    pub name: String,
+}
+
+impl MapsEntry {
+    /// Parses a maps header line (`start-end perms offset dev inode [name]`).
+    pub fn parse_line(line: &str) -> Option<MapsEntry> {
+        let mut fields = line.splitn(6, ' ');
+        let range = fields.next()?;
+        let perms = fields.next()?;
+        let _offset = fields.next()?;
+        let _dev = fields.next()?;
+        let _inode = fields.next()?;
+        let name = fields.next().unwrap_or("").trim_start().to_owned();
+        let (start, end) = range.split_once('-')?;
+        let start = usize::from_str_radix(start, 16).ok()?;
+        let end = usize::from_str_radix(end, 16).ok()?;
+        if perms.len() != 4 || end < start {
+            return None;
+        }
+        Some(MapsEntry {
+            start,
+            end,
+            perms: perms.to_owned(),
+            name,
+        })
+    }
+
+    /// Whether the mapping is inaccessible (`---p`), as guard zones and reservations are.
+    pub fn is_protected_none(&self) -> bool {
+        self.perms.starts_with("---")
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.end - self.start
+    }
+
+    /// Whether the mapping is empty (never, for a real mapping).
+    pub fn is_empty(&self) -> bool {
+        self.end == self.start
+    }
+}
+
+/// Parses a whole maps file.
+pub fn parse_maps(text: &str) -> Vec<MapsEntry> {
+    text.lines().filter_map(MapsEntry::parse_line).collect()
+}
+
+/// Reads `/proc/self/maps`.
+pub fn read_maps() -> io::Result<Vec<MapsEntry>> {
+    std::fs::read_to_string("/proc/self/maps").map(|t| parse_maps(&t))
+}
+
+/// The mappings of `/proc/self/maps` that overlap `[start, end)`.
+pub fn maps_overlapping(start: usize, end: usize) -> io::Result<Vec<MapsEntry>> {
+    Ok(read_maps()?
+        .into_iter()
+        .filter(|m| m.start < end && m.end > start)
+        .collect())
+}
+
+/// One mapping of `/proc/<pid>/smaps` with the fields rtvm checks.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SmapsEntry {
+    /// The header line's fields.
+    pub map: MapsEntry,
+    /// `Size` in kB.
+    pub size_kb: u64,
+    /// `Rss` in kB.
+    pub rss_kb: u64,
+    /// `AnonHugePages` in kB: memory backed by PMD-sized transparent huge pages.
+    pub anon_huge_kb: u64,
+    /// `KernelPageSize` in kB.
+    pub kernel_page_kb: u64,
+    /// `THPeligible` (kernels since 5.0), if present.
+    pub thp_eligible: Option<bool>,
+    /// The two-letter `VmFlags` (`rd wr mr mw me ac nh ...`).
+    pub vm_flags: Vec<String>,
+}
+
+impl SmapsEntry {
+    /// Whether `VmFlags` has the given flag (`nh` for `MADV_NOHUGEPAGE`, `hg` for
+    /// `MADV_HUGEPAGE`).
+    pub fn has_flag(&self, flag: &str) -> bool {
+        self.vm_flags.iter().any(|f| f == flag)
+    }
+}
+
+fn is_header(line: &str) -> bool {
+    // Header lines start with a hex range; field lines with a capitalised key.
+    line.split(' ').next().is_some_and(|r| {
+        r.split_once('-').is_some_and(|(a, b)| {
+            !a.is_empty()
+                && a.bytes().all(|c| c.is_ascii_hexdigit())
+                && b.bytes().all(|c| c.is_ascii_hexdigit())
+        })
+    })
+}
+
+fn kb_field(rest: &str) -> Option<u64> {
+    rest.split_whitespace().next()?.parse().ok()
+}
+
+/// Parses a whole smaps file.
+pub fn parse_smaps(text: &str) -> Vec<SmapsEntry> {
+    let mut out: Vec<SmapsEntry> = Vec::new();
+    for line in text.lines() {
+        if is_header(line) {
+            if let Some(map) = MapsEntry::parse_line(line) {
+                out.push(SmapsEntry {
+                    map,
+                    ..SmapsEntry::default()
+                });
+            }
+            continue;
+        }
+        let Some(entry) = out.last_mut() else {
+            continue;
+        };
+        let Some((key, rest)) = line.split_once(':') else {
+            continue;
+        };
+        match key {
+            "Size" => entry.size_kb = kb_field(rest).unwrap_or(0),
+            "Rss" => entry.rss_kb = kb_field(rest).unwrap_or(0),
+            "AnonHugePages" => entry.anon_huge_kb = kb_field(rest).unwrap_or(0),
+            "KernelPageSize" => entry.kernel_page_kb = kb_field(rest).unwrap_or(0),
+            "THPeligible" => entry.thp_eligible = kb_field(rest).map(|v| v != 0),
+            "VmFlags" => entry.vm_flags = rest.split_whitespace().map(str::to_owned).collect(),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Reads `/proc/self/smaps`.
+pub fn read_smaps() -> io::Result<Vec<SmapsEntry>> {
+    std::fs::read_to_string("/proc/self/smaps").map(|t| parse_smaps(&t))
+}
+
+/// The smaps entry of the mapping that contains `addr`.
+pub fn smaps_for(addr: usize) -> io::Result<Option<SmapsEntry>> {
+    Ok(read_smaps()?
+        .into_iter()
+        .find(|e| e.map.start <= addr && addr < e.map.end))
+}
+
+/// The smaps entries that overlap `[start, end)` (a range can span several mappings once
+/// protections or advice split it).
+pub fn smaps_overlapping(start: usize, end: usize) -> io::Result<Vec<SmapsEntry>> {
+    Ok(read_smaps()?
+        .into_iter()
+        .filter(|e| e.map.start < end && e.map.end > start)
+        .collect())
+}
+
+/// Totals over several smaps entries.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Totals {
+    /// Sum of `Size`.
+    pub size_kb: u64,
+    /// Sum of `Rss`.
+    pub rss_kb: u64,
+    /// Sum of `AnonHugePages`.
+    pub anon_huge_kb: u64,
+}
+
+/// Sums `Size`, `Rss` and `AnonHugePages` over entries.
+pub fn totals<'a>(entries: impl IntoIterator<Item = &'a SmapsEntry>) -> Totals {
+    entries.into_iter().fold(Totals::default(), |t, e| Totals {
+        size_kb: t.size_kb + e.size_kb,
+        rss_kb: t.rss_kb + e.rss_kb,
+        anon_huge_kb: t.anon_huge_kb + e.anon_huge_kb,
+    })
+}
+
+/// `/proc/<pid>/smaps_rollup`: the whole process's totals.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Rollup {
+    /// `Rss` in kB.
+    pub rss_kb: u64,
+    /// `Anonymous` in kB.
+    pub anonymous_kb: u64,
+    /// `AnonHugePages` in kB.
+    pub anon_huge_kb: u64,
+}
+
+impl Rollup {
+    /// Parses the text of a smaps_rollup file.
+    pub fn parse(text: &str) -> Rollup {
+        let mut r = Rollup::default();
+        for line in text.lines().filter(|l| !is_header(l)) {
+            let Some((key, rest)) = line.split_once(':') else {
+                continue;
+            };
+            let Some(v) = kb_field(rest) else { continue };
+            match key {
+                "Rss" => r.rss_kb = v,
+                "Anonymous" => r.anonymous_kb = v,
+                "AnonHugePages" => r.anon_huge_kb = v,
+                _ => {}
+            }
+        }
+        r
+    }
+}
+
+/// Reads `/proc/self/smaps_rollup`.
+pub fn read_smaps_rollup() -> io::Result<Rollup> {
+    std::fs::read_to_string("/proc/self/smaps_rollup").map(|t| Rollup::parse(&t))
+}
+
+/// Counts the open file descriptors of this process.
+pub fn count_fds() -> io::Result<usize> {
+    Ok(std::fs::read_dir("/proc/self/fd")?.count())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STATUS: &str = "Name:\trtvm\nUmask:\t0022\nState:\tS (sleeping)\nVmPeak:\t  123456 kB\n\
+        VmSize:\t  120000 kB\nVmHWM:\t    9000 kB\nVmRSS:\t    8000 kB\nVmSwap:\t       0 kB\nThreads:\t1003\n";
+
+    const SMAPS: &str = "\
+7f0000000000-7f0000200000 rw-p 00000000 00:00 0 \n\
+Size:               2048 kB\n\
+KernelPageSize:        4 kB\n\
+MMUPageSize:           4 kB\n\
+Rss:                2048 kB\n\
+AnonHugePages:      2048 kB\n\
+THPeligible:           1\n\
+VmFlags: rd wr mr mw me ac hg \n\
+7f0000200000-7f0000201000 ---p 00000000 00:00 0                          [anon:rtvm stack: worker]\n\
+Size:                  4 kB\n\
+KernelPageSize:        4 kB\n\
+Rss:                   0 kB\n\
+AnonHugePages:         0 kB\n\
+THPeligible:           0\n\
+VmFlags: mr mw me ac nh \n\
+7f0000201000-7f0000300000 rw-p 00000000 00:00 0                          [anon:rtvm stack: worker]\n\
+Size:               1020 kB\n\
+Rss:                  12 kB\n\
+AnonHugePages:         0 kB\n\
+VmFlags: rd wr mr mw me ac nh \n\
+7ffd1000-7ffd2000 r--p 00001000 fd:01 12345                      /usr/lib/x86_64-linux-gnu/libc.so.6\n\
+Size:                  4 kB\n\
+VmFlags: rd mr mw me \n";
+
+    #[test]
+    fn status_fields() {
+        let s = Status::parse(STATUS);
+        assert_eq!(
+            s,
+            Status {
+                vm_rss_kb: 8000,
+                vm_hwm_kb: 9000,
+                vm_size_kb: 120000,
+                vm_swap_kb: 0,
+                threads: 1003
+            }
+        );
+        assert_eq!(Status::parse("garbage\nVmRSS: lots\n"), Status::default());
+    }
+
+    #[test]
+    fn smaps_entries() {
+        let e = parse_smaps(SMAPS);
+        assert_eq!(e.len(), 4);
+        assert_eq!(e[0].map.start, 0x7f00_0000_0000);
+        assert_eq!(e[0].map.end, 0x7f00_0020_0000);
+        assert_eq!(
+            (
+                e[0].size_kb,
+                e[0].rss_kb,
+                e[0].anon_huge_kb,
+                e[0].kernel_page_kb
+            ),
+            (2048, 2048, 2048, 4)
+        );
+        assert_eq!(e[0].thp_eligible, Some(true));
+        assert!(e[0].has_flag("hg") && !e[0].has_flag("nh"));
+        assert!(e[1].map.is_protected_none());
+        assert_eq!(e[1].map.name, "[anon:rtvm stack: worker]");
+        assert_eq!(e[1].thp_eligible, Some(false));
+        assert!(e[1].has_flag("nh"));
+        assert_eq!(e[2].thp_eligible, None);
+        assert_eq!(e[3].map.name, "/usr/lib/x86_64-linux-gnu/libc.so.6");
+        let t = totals(&e[..3]);
+        assert_eq!(
+            t,
+            Totals {
+                size_kb: 3072,
+                rss_kb: 2060,
+                anon_huge_kb: 2048
+            }
+        );
+    }
+
+    #[test]
+    fn maps_lines() {
+        let m = MapsEntry::parse_line(
+            "55d0c0000000-55d0c0021000 rw-p 00000000 00:00 0          [heap]",
+        )
+        .unwrap();
+        assert_eq!(
+            (m.start, m.end, m.perms.as_str(), m.name.as_str()),
+            (0x55d0c0000000, 0x55d0c0021000, "rw-p", "[heap]")
+        );
+        assert_eq!(m.len(), 0x21000);
+        let m = MapsEntry::parse_line("7f00-8f00 ---p 00000000 00:00 0").unwrap();
+        assert!(m.is_protected_none() && m.name.is_empty());
+        assert_eq!(MapsEntry::parse_line("zz-8f00 ---p 0 0 0"), None);
+        assert_eq!(MapsEntry::parse_line("9000-8000 ---p 0 0 0"), None);
+        assert_eq!(MapsEntry::parse_line(""), None);
+    }
+
+    #[test]
+    fn rollup() {
+        let r = Rollup::parse(
+            "55d0c0000000-7ffd1000 ---p 00000000 00:00 0                          [rollup]\n\
+             Rss:              367928 kB\nPss:              1 kB\nAnonymous:        350000 kB\nAnonHugePages:     20480 kB\n",
+        );
+        assert_eq!(
+            r,
+            Rollup {
+                rss_kb: 367928,
+                anonymous_kb: 350000,
+                anon_huge_kb: 20480
+            }
+        );
+    }
+
+    #[test]
+    fn live_files() {
+        let s = read_status().unwrap();
+        assert!(s.vm_rss_kb > 0 && s.threads >= 1);
+        let maps = read_maps().unwrap();
+        assert!(maps.iter().any(|m| m.name == "[stack]"));
+        let smaps = read_smaps().unwrap();
+        assert!(smaps.iter().all(|e| e.size_kb * 1024 == e.map.len() as u64));
+        let here = &s as *const Status as usize;
+        let entry = smaps_for(here).unwrap().expect("our own stack is mapped");
+        assert!(entry.map.perms.starts_with("rw"));
+        assert!(read_smaps_rollup().unwrap().rss_kb > 0);
+        assert!(count_fds().unwrap() >= 3);
+    }
+}

@@ -1,0 +1,198 @@
+//! Facts about the machine and the process: memory, processors, limits, time, identity.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use nix::sys::resource::{getrlimit, setrlimit, Resource, RLIM_INFINITY};
+
+/// Physical memory in bytes (`_SC_PHYS_PAGES` × page size), as HotSpot's
+/// `os::physical_memory()`. `None` if the kernel does not say.
+pub fn physical_memory() -> Option<u64> {
+    let pages = nix::unistd::sysconf(nix::unistd::SysconfVar::_PHYS_PAGES)
+        .ok()
+        .flatten()?;
+    u64::try_from(pages)
+        .ok()?
+        .checked_mul(crate::pages::base_page_size() as u64)
+}
+
+/// Processors this process may run on (CPU affinity and cgroup quota considered).
+pub fn available_processors() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// The soft `RLIMIT_STACK` in bytes, `None` if unlimited: glibc's default thread stack size.
+pub fn stack_rlimit() -> Option<u64> {
+    getrlimit(Resource::RLIMIT_STACK)
+        .ok()
+        .map(|(soft, _)| soft)
+        .filter(|&s| s != RLIM_INFINITY)
+}
+
+/// A resource limit that tests and tools lower, in bytes (or count).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Limit {
+    /// `RLIMIT_AS`: address space.
+    AddressSpace,
+    /// `RLIMIT_DATA`: writable private mappings.
+    Data,
+    /// `RLIMIT_NPROC`: threads and processes of the user.
+    Processes,
+    /// `RLIMIT_NOFILE`: open files.
+    OpenFiles,
+}
+
+impl Limit {
+    fn resource(self) -> Resource {
+        match self {
+            Limit::AddressSpace => Resource::RLIMIT_AS,
+            Limit::Data => Resource::RLIMIT_DATA,
+            Limit::Processes => Resource::RLIMIT_NPROC,
+            Limit::OpenFiles => Resource::RLIMIT_NOFILE,
+        }
+    }
+}
+
+/// Sets the soft limit (process-wide: use from a child process or a serialized test).
+pub fn set_soft_limit(limit: Limit, value: u64) -> Result<(), nix::errno::Errno> {
+    let (_, hard) = getrlimit(limit.resource())?;
+    setrlimit(limit.resource(), value.min(hard), hard)
+}
+
+/// The current soft limit, `None` if unlimited.
+pub fn soft_limit(limit: Limit) -> Option<u64> {
+    getrlimit(limit.resource())
+        .ok()
+        .map(|(s, _)| s)
+        .filter(|&s| s != RLIM_INFINITY)
+}
+
+/// The calling thread's kernel thread id.
+pub fn current_tid() -> i32 {
+    crate::sys::current_tid()
+}
+
+/// The host name, as `/proc/sys/kernel/hostname` gives it.
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_default()
+}
+
+/// `vm.max_map_count`: how many mappings a process may have.
+pub fn max_map_count() -> Option<u64> {
+    std::fs::read_to_string("/proc/sys/vm/max_map_count")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// A broken-down calendar time with the UTC offset that applied to it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CalendarTime {
+    /// Year, e.g. 2026.
+    pub year: i32,
+    /// Month, 1–12.
+    pub month: u32,
+    /// Day of month, 1–31.
+    pub day: u32,
+    /// Hour, 0–23.
+    pub hour: u32,
+    /// Minute.
+    pub minute: u32,
+    /// Second.
+    pub second: u32,
+    /// Milliseconds.
+    pub millis: u32,
+    /// Offset from UTC in seconds (east positive).
+    pub utc_offset_secs: i64,
+}
+
+impl CalendarTime {
+    /// ISO-8601 with milliseconds and offset, as HotSpot's `time` decorator prints it
+    /// (`2026-11-30T03:10:48.123+0000`).
+    pub fn iso8601(&self) -> String {
+        let sign = if self.utc_offset_secs < 0 { '-' } else { '+' };
+        let off = self.utc_offset_secs.unsigned_abs();
+        format!(
+            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}{sign}{:02}{:02}",
+            self.year,
+            self.month,
+            self.day,
+            self.hour,
+            self.minute,
+            self.second,
+            self.millis,
+            off / 3600,
+            off % 3600 / 60
+        )
+    }
+}
+
+/// The current local (or UTC) time.
+pub fn calendar_now(utc: bool) -> CalendarTime {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    let secs = now.as_secs() as libc::time_t;
+    // SAFETY: `tm` is plain data that localtime_r/gmtime_r fill in; both are thread-safe and
+    // read only `secs`.
+    let tm = unsafe {
+        let mut tm: libc::tm = std::mem::zeroed();
+        if utc {
+            libc::gmtime_r(&secs, &mut tm);
+        } else {
+            libc::localtime_r(&secs, &mut tm);
+        }
+        tm
+    };
+    CalendarTime {
+        year: tm.tm_year + 1900,
+        month: (tm.tm_mon + 1) as u32,
+        day: tm.tm_mday as u32,
+        hour: tm.tm_hour as u32,
+        minute: tm.tm_min as u32,
+        second: tm.tm_sec as u32,
+        millis: now.subsec_millis(),
+        utc_offset_secs: if utc { 0 } else { tm.tm_gmtoff },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn machine_facts() {
+        let mem = physical_memory().unwrap();
+        assert!(mem > 64 << 20);
+        let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap();
+        let total_kb: u64 = meminfo
+            .lines()
+            .next()
+            .unwrap()
+            .split_whitespace()
+            .nth(1)
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(mem >= total_kb * 1024, "phys pages cover MemTotal");
+        assert!(available_processors() >= 1);
+        assert!(current_tid() > 0);
+        assert!(max_map_count().unwrap() > 1000);
+    }
+
+    #[test]
+    fn calendar() {
+        let t = calendar_now(true);
+        assert!(t.year >= 2024 && (1..=12).contains(&t.month) && t.utc_offset_secs == 0);
+        let s = t.iso8601();
+        assert_eq!(s.len(), "2026-11-30T03:10:48.123+0000".len(), "{s}");
+        assert!(s.ends_with("+0000"));
+        let neg = CalendarTime {
+            utc_offset_secs: -(5 * 3600 + 30 * 60),
+            ..t
+        };
+        assert!(neg.iso8601().ends_with("-0530"));
+    }
+}
