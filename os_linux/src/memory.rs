@@ -205,7 +205,11 @@ impl Reservation {
     fn check(&self, op: Operation, offset: usize, len: usize) -> Result<usize> {
         let page = base_page_size();
         let end = offset.checked_add(len);
-        if len == 0 || !offset.is_multiple_of(page) || !len.is_multiple_of(page) || end.is_none_or(|e| e > self.len) {
+        if len == 0
+            || !offset.is_multiple_of(page)
+            || !len.is_multiple_of(page)
+            || end.is_none_or(|e| e > self.len)
+        {
             return Err(OsError::new(
                 op,
                 self.base.wrapping_add(offset),

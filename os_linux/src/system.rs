@@ -87,6 +87,32 @@ pub fn max_map_count() -> Option<u64> {
         .ok()
 }
 
+/// The C allocator's figures for the whole process (glibc `mallinfo2`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MallocStats {
+    /// Bytes the allocator holds from the kernel: its arenas plus its own `mmap`s.
+    pub reserved: u64,
+    /// Bytes handed out to callers (in use).
+    pub in_use: u64,
+}
+
+/// The C allocator's figures, process-wide. `None` where glibc is not the C library.
+pub fn malloc_stats() -> Option<MallocStats> {
+    #[cfg(target_env = "gnu")]
+    {
+        // SAFETY: mallinfo2 (glibc 2.33+) takes no arguments and returns plain data.
+        let m = unsafe { libc::mallinfo2() };
+        Some(MallocStats {
+            reserved: (m.arena + m.hblkhd) as u64,
+            in_use: (m.uordblks + m.hblkhd) as u64,
+        })
+    }
+    #[cfg(not(target_env = "gnu"))]
+    {
+        None
+    }
+}
+
 /// A broken-down calendar time with the UTC offset that applied to it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CalendarTime {
@@ -180,6 +206,15 @@ mod tests {
         assert!(available_processors() >= 1);
         assert!(current_tid() > 0);
         assert!(max_map_count().unwrap() > 1000);
+        let before = malloc_stats().unwrap();
+        let big = vec![1u8; 64 << 20];
+        let during = malloc_stats().unwrap();
+        assert!(
+            during.in_use >= before.in_use + (64 << 20) - 4096,
+            "{before:?} {during:?}"
+        );
+        assert!(during.reserved >= during.in_use);
+        drop(big);
     }
 
     #[test]

@@ -1,0 +1,599 @@
+//! The heap: `MaxHeapSize` reserved, `InitialHeapSize` committed, optionally advised for
+//! transparent huge pages and pretouched — in parallel chunks on the worker gang, and with
+//! `-XX:+BackgroundPreTouch` while the application already runs.
+//!
+//! The embedder allocates from it with a thread-safe bump allocator ([`Heap::allocate`]),
+//! grows it with [`Heap::expand`] (commit, and pretouch with `AlwaysPreTouch`), and reads
+//! [`Heap::stats`]. Memory handed out is committed and stays mapped until the VM is dropped;
+//! it may be written while a pretouch runs, because neither pretouch primitive changes a
+//! byte (JDK-8272807).
+//!
+//! With `-Xmn`/`NewSize`, the first `NewSize` bytes are a nursery: an arena whose
+//! allocations all end together ([`Heap::with_nursery`]).
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rtvm_flags::value::{format_exact_size, format_page_size};
+use rtvm_os_linux::{HugePageAdvice, OsError, PretouchRequest, Primitive, Reservation};
+
+use crate::workers::{GangTask, TaskHandle, WorkerGang};
+
+/// How the heap is set up; decided from flags by the VM.
+#[derive(Clone, Debug)]
+pub struct HeapConfig {
+    /// `MinHeapSize`.
+    pub min: usize,
+    /// `InitialHeapSize`.
+    pub initial: usize,
+    /// `MaxHeapSize`.
+    pub max: usize,
+    /// `NewSize`: the nursery at the low end (0 = none).
+    pub nursery: usize,
+    /// Advise `MADV_HUGEPAGE` (THP mode `madvise` with `-XX:+UseTransparentHugePages`).
+    pub advise_huge: bool,
+    /// The page size backing the heap: the THP size with `UseTransparentHugePages` (when THP
+    /// is available), else the base page size. Also the reservation's alignment.
+    pub page_size: usize,
+    /// `AlwaysPreTouch`.
+    pub pretouch: bool,
+    /// `BackgroundPreTouch`.
+    pub background: bool,
+    /// `PreTouchParallelChunkSize`.
+    pub chunk_size: usize,
+    /// How to pretouch (`UseMadvPopulateWrite`; the stride is the base page size, because a
+    /// THP fault that falls back to small pages would leave a huge-page stride untouched).
+    pub request: PretouchRequest,
+}
+
+/// Why a heap operation failed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum HeapError {
+    /// The heap could not be reserved.
+    #[error("Could not reserve enough space for {}KB object heap", .bytes / 1024)]
+    Reserve {
+        /// Bytes asked for.
+        bytes: usize,
+        /// The OS error.
+        os: OsError,
+    },
+    /// Committing failed; the heap keeps its previous size.
+    #[error("{0}")]
+    Commit(OsError),
+    /// Pretouching failed; the message names the range that was not made resident.
+    #[error("{0}")]
+    Pretouch(OsError),
+    /// An expansion beyond `MaxHeapSize`.
+    #[error(
+        "cannot expand the heap by {requested} bytes: {available} bytes left below MaxHeapSize"
+    )]
+    Exhausted {
+        /// Bytes asked for.
+        requested: usize,
+        /// Bytes still reservable.
+        available: usize,
+    },
+}
+
+/// Heap figures.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HeapStats {
+    /// Reserved bytes (`MaxHeapSize`, aligned).
+    pub reserved: usize,
+    /// Committed bytes.
+    pub committed: usize,
+    /// Bytes handed out by the allocator (nursery excluded).
+    pub used: usize,
+    /// Committed bytes that are resident, by `mincore`.
+    pub resident: usize,
+}
+
+/// A block of heap memory handed to the embedder.
+#[derive(Clone, Copy, Debug)]
+pub struct HeapBlock<'a> {
+    words: &'a [std::sync::atomic::AtomicU64],
+}
+
+impl<'a> HeapBlock<'a> {
+    /// The block as 64-bit atomic words (safe to share between threads).
+    pub fn words(&self) -> &'a [std::sync::atomic::AtomicU64] {
+        self.words
+    }
+
+    /// Size in bytes.
+    pub fn len(&self) -> usize {
+        self.words.len() * 8
+    }
+
+    /// Whether the block is empty.
+    pub fn is_empty(&self) -> bool {
+        self.words.is_empty()
+    }
+
+    /// The first byte, for code that manages the memory itself (C embedders).
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.words.as_ptr() as *mut u8
+    }
+}
+
+/// What a pretouch of the heap did.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PretouchReport {
+    /// Bytes made resident.
+    pub bytes: usize,
+    /// Wall time.
+    pub elapsed: Duration,
+    /// Workers that took part (0 = the calling thread).
+    pub workers: usize,
+    /// Chunk size used.
+    pub chunk: usize,
+    /// The primitive (the fallback if any chunk needed it).
+    pub primitive: Primitive,
+}
+
+/// The heap.
+#[derive(Debug)]
+pub struct Heap {
+    reservation: Reservation,
+    config: HeapConfig,
+    /// End of the committed part (offset).
+    committed: AtomicUsize,
+    /// Bump pointer (offset; starts after the nursery).
+    top: AtomicUsize,
+    /// Serializes expansions.
+    expand_lock: Mutex<()>,
+    /// The nursery's bump pointer (offset within the nursery), locked for a nursery scope.
+    nursery: Mutex<usize>,
+    background: Mutex<Option<BackgroundPretouch>>,
+}
+
+#[derive(Debug)]
+struct BackgroundPretouch {
+    handle: TaskHandle,
+    task: Arc<PretouchTask>,
+}
+
+impl Heap {
+    /// Reserves `max`, commits `initial`, advises huge pages if asked and names the mapping.
+    /// Pretouching is started separately ([`Heap::pretouch_initial`]).
+    pub fn reserve_and_commit(config: HeapConfig) -> Result<Heap, HeapError> {
+        let mut reservation = Reservation::reserve(config.max, config.page_size).map_err(|os| {
+            HeapError::Reserve {
+                bytes: config.max,
+                os,
+            }
+        })?;
+        reservation.set_name("rtvm heap");
+        if config.advise_huge {
+            reservation
+                .advise(0, config.max, HugePageAdvice::HugePage)
+                .map_err(HeapError::Commit)?;
+        }
+        if config.initial > 0 {
+            reservation
+                .commit(0, config.initial)
+                .map_err(HeapError::Commit)?;
+        }
+        log::info!(
+            target: "pagesize",
+            "Heap:  min={} max={} base={:#018x} page_size={} size={}",
+            format_exact_size(config.min as u64),
+            format_exact_size(config.max as u64),
+            reservation.base(),
+            format_exact_size(config.page_size as u64),
+            format_exact_size(config.max as u64)
+        );
+        log::debug!(
+            target: "gc+heap",
+            "Minimum heap {}  Initial heap {}  Maximum heap {}",
+            config.min,
+            config.initial,
+            config.max
+        );
+        Ok(Heap {
+            committed: AtomicUsize::new(config.initial),
+            top: AtomicUsize::new(config.nursery),
+            reservation,
+            expand_lock: Mutex::new(()),
+            nursery: Mutex::new(0),
+            background: Mutex::new(None),
+            config,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &HeapConfig {
+        &self.config
+    }
+
+    /// The reserved range's first address.
+    pub fn base(&self) -> usize {
+        self.reservation.base()
+    }
+
+    /// Pretouches the initially committed part: synchronously, or — with background
+    /// pretouch — started on the gang and left running.
+    pub fn pretouch_initial(
+        self: &Arc<Self>,
+        gang: &WorkerGang,
+    ) -> Result<Option<PretouchReport>, HeapError> {
+        let len = self.committed.load(Ordering::Acquire);
+        if !self.config.pretouch || len == 0 {
+            return Ok(None);
+        }
+        if self.config.background && gang.size() > 0 {
+            let task = Arc::new(PretouchTask::new(Arc::clone(self), 0, len, gang.size()));
+            log_start(&task);
+            let handle = gang.start(Arc::clone(&task) as Arc<dyn GangTask>, task.workers);
+            log::info!(target: "gc+heap", "Background pretouch started: {} on {} workers", format_exact_size(len as u64), task.workers);
+            *self.background.lock().unwrap_or_else(|p| p.into_inner()) =
+                Some(BackgroundPretouch { handle, task });
+            return Ok(None);
+        }
+        if self.config.background {
+            log::info!(target: "gc+heap", "BackgroundPreTouch needs a worker thread (ParallelGCThreads=0): pretouching synchronously");
+        }
+        self.pretouch_range(gang, 0, len).map(Some)
+    }
+
+    fn pretouch_range(
+        self: &Arc<Self>,
+        gang: &WorkerGang,
+        offset: usize,
+        len: usize,
+    ) -> Result<PretouchReport, HeapError> {
+        let task = Arc::new(PretouchTask::new(
+            Arc::clone(self),
+            offset,
+            len,
+            gang.size(),
+        ));
+        log_start(&task);
+        gang.run(Arc::clone(&task) as Arc<dyn GangTask>, task.workers.max(1));
+        task.finish()
+    }
+
+    /// Whether a background pretouch is still running.
+    pub fn background_pretouch_running(&self) -> bool {
+        let bg = self.background.lock().unwrap_or_else(|p| p.into_inner());
+        bg.as_ref().is_some_and(|b| !b.handle.is_done())
+    }
+
+    /// Waits for a background pretouch, if one was started, and returns its outcome (once;
+    /// later calls return `Ok(None)`).
+    pub fn wait_for_pretouch(&self) -> Result<Option<PretouchReport>, HeapError> {
+        let bg = self
+            .background
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        let Some(bg) = bg else { return Ok(None) };
+        bg.handle.wait();
+        let report = bg.task.finish()?;
+        log::info!(target: "gc+heap", "Background pretouch completed");
+        Ok(Some(report))
+    }
+
+    /// Progress of a background pretouch: `(bytes done, bytes total)`, or `None` if none runs.
+    pub fn pretouch_progress(&self) -> Option<(usize, usize)> {
+        let bg = self.background.lock().unwrap_or_else(|p| p.into_inner());
+        bg.as_ref()
+            .map(|b| (b.task.done.load(Ordering::Relaxed), b.task.len))
+    }
+
+    /// Allocates `bytes` (rounded up to 8) from the committed part. `None` when the committed
+    /// part is exhausted: [`expand`](Heap::expand) first.
+    pub fn allocate(&self, bytes: usize) -> Option<HeapBlock<'_>> {
+        let size = bytes.checked_add(7)? & !7;
+        let mut top = self.top.load(Ordering::Relaxed);
+        loop {
+            let end = top.checked_add(size)?;
+            if end > self.committed.load(Ordering::Acquire) {
+                return None;
+            }
+            match self
+                .top
+                .compare_exchange_weak(top, end, Ordering::AcqRel, Ordering::Relaxed)
+            {
+                Ok(_) => break,
+                Err(now) => top = now,
+            }
+        }
+        let words = self.reservation.atomic_words(top, size)?;
+        Some(HeapBlock { words })
+    }
+
+    /// Commits `bytes` more (rounded up to the heap's page size) and, with `AlwaysPreTouch`,
+    /// pretouches them on the gang. On failure the heap keeps its old size and stays usable.
+    pub fn expand(self: &Arc<Self>, bytes: usize, gang: &WorkerGang) -> Result<usize, HeapError> {
+        let _guard = self.expand_lock.lock().unwrap_or_else(|p| p.into_inner());
+        let page = self.config.page_size;
+        let old = self.committed.load(Ordering::Acquire);
+        let available = self.config.max - old;
+        let grow = bytes
+            .checked_add(page - 1)
+            .map(|b| b & !(page - 1))
+            .filter(|&g| g <= available);
+        let Some(grow) = grow else {
+            return Err(HeapError::Exhausted {
+                requested: bytes,
+                available,
+            });
+        };
+        if grow == 0 {
+            return Ok(old);
+        }
+        self.reservation
+            .commit(old, grow)
+            .map_err(HeapError::Commit)?;
+        log::debug!(target: "gc+heap", "Expanded heap from {} to {}", format_exact_size(old as u64), format_exact_size((old + grow) as u64));
+        if self.config.pretouch {
+            if let Err(e) = self.pretouch_range(gang, old, grow) {
+                // The memory is committed and usable; it just is not all resident.
+                self.committed.store(old + grow, Ordering::Release);
+                return Err(e);
+            }
+        }
+        self.committed.store(old + grow, Ordering::Release);
+        Ok(old + grow)
+    }
+
+    /// Current figures.
+    pub fn stats(&self) -> HeapStats {
+        let committed = self.committed.load(Ordering::Acquire);
+        HeapStats {
+            reserved: self.reservation.len(),
+            committed,
+            used: self
+                .top
+                .load(Ordering::Relaxed)
+                .min(committed)
+                .saturating_sub(self.config.nursery),
+            resident: if committed == 0 {
+                0
+            } else {
+                self.reservation.resident_bytes(0, committed).unwrap_or(0)
+            },
+        }
+    }
+
+    /// The heap's address range (reserved).
+    pub fn range(&self) -> std::ops::Range<usize> {
+        self.reservation.range()
+    }
+
+    /// Runs `f` with the nursery: allocations made through the [`Nursery`] live until `f`
+    /// returns, then the nursery is empty again. One nursery scope at a time.
+    pub fn with_nursery<R>(&self, f: impl FnOnce(&Nursery<'_>) -> R) -> R {
+        let mut top = self.nursery.lock().unwrap_or_else(|p| p.into_inner());
+        *top = 0;
+        let nursery = Nursery {
+            heap: self,
+            top: AtomicUsize::new(0),
+        };
+        let r = f(&nursery);
+        *top = 0;
+        r
+    }
+}
+
+/// The nursery during one [`Heap::with_nursery`] scope.
+#[derive(Debug)]
+pub struct Nursery<'h> {
+    heap: &'h Heap,
+    top: AtomicUsize,
+}
+
+impl Nursery<'_> {
+    /// Allocates `bytes` (rounded up to 8) in the nursery; `None` when it is full.
+    pub fn allocate(&self, bytes: usize) -> Option<HeapBlock<'_>> {
+        let size = bytes.checked_add(7)? & !7;
+        let start = self
+            .top
+            .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |t| {
+                t.checked_add(size)
+                    .filter(|&e| e <= self.heap.config.nursery)
+            });
+        let start = start.ok()?;
+        self.heap
+            .reservation
+            .atomic_words(start, size)
+            .map(|words| HeapBlock { words })
+    }
+
+    /// Bytes allocated in this scope.
+    pub fn used(&self) -> usize {
+        self.top.load(Ordering::Relaxed)
+    }
+
+    /// The nursery's size (`NewSize`).
+    pub fn capacity(&self) -> usize {
+        self.heap.config.nursery
+    }
+}
+
+fn log_start(task: &PretouchTask) {
+    if task.workers == 0 {
+        log::debug!(target: "gc+heap", "Running PreTouch task pre-touching {}B.", task.len);
+    } else {
+        log::debug!(
+            target: "gc+heap",
+            "Running PreTouch task with {} workers for {} work units pre-touching {}B.",
+            task.workers,
+            task.units,
+            task.len
+        );
+    }
+}
+
+/// Chunked pretouch of `[offset, offset+len)`: workers claim chunks from an atomic cursor.
+#[derive(Debug)]
+pub(crate) struct PretouchTask {
+    heap: Arc<Heap>,
+    offset: usize,
+    len: usize,
+    chunk: usize,
+    units: usize,
+    workers: usize,
+    cursor: AtomicUsize,
+    done: AtomicUsize,
+    fallback_used: std::sync::atomic::AtomicBool,
+    error: Mutex<Option<OsError>>,
+    start: Instant,
+    last_progress_ms: AtomicU64,
+    finished_at: Mutex<Option<Duration>>,
+}
+
+/// Chunk size for a pretouch: `PreTouchParallelChunkSize` aligned down to the page size,
+/// never below one page.
+pub fn chunk_size(requested: usize, page_size: usize) -> usize {
+    (requested & !(page_size - 1)).max(page_size)
+}
+
+/// Work units and workers for `len` bytes: `units = ceil(len / chunk)`,
+/// `workers = min(units, gang size)`.
+pub fn plan(len: usize, chunk: usize, gang: usize) -> (usize, usize) {
+    let units = if len == 0 { 0 } else { (len - 1) / chunk + 1 };
+    (units, units.min(gang))
+}
+
+impl PretouchTask {
+    fn new(heap: Arc<Heap>, offset: usize, len: usize, gang: usize) -> PretouchTask {
+        let chunk = chunk_size(heap.config.chunk_size, heap.config.page_size);
+        let (units, workers) = plan(len, chunk, gang);
+        PretouchTask {
+            heap,
+            offset,
+            len,
+            chunk,
+            units,
+            workers,
+            cursor: AtomicUsize::new(0),
+            done: AtomicUsize::new(0),
+            fallback_used: std::sync::atomic::AtomicBool::new(false),
+            error: Mutex::new(None),
+            start: Instant::now(),
+            last_progress_ms: AtomicU64::new(0),
+            finished_at: Mutex::new(None),
+        }
+    }
+
+    fn progress(&self) {
+        let elapsed = self.start.elapsed().as_millis() as u64;
+        let last = self.last_progress_ms.load(Ordering::Relaxed);
+        if elapsed < 1000 || elapsed < last + 1000 {
+            return;
+        }
+        if self
+            .last_progress_ms
+            .compare_exchange(last, elapsed, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+        {
+            let done = self.done.load(Ordering::Relaxed);
+            log::debug!(
+                target: "gc+heap",
+                "PreTouch progress: {}B of {}B ({:.0}%) after {:.3}s",
+                done,
+                self.len,
+                done as f64 * 100.0 / self.len as f64,
+                elapsed as f64 / 1000.0
+            );
+        }
+    }
+
+    /// Records the end and returns the report, or the first error.
+    fn finish(&self) -> Result<PretouchReport, HeapError> {
+        let elapsed = *self
+            .finished_at
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert(self.start.elapsed());
+        if let Some(e) = self.error.lock().unwrap_or_else(|p| p.into_inner()).clone() {
+            return Err(HeapError::Pretouch(e));
+        }
+        let primitive = if self.fallback_used.load(Ordering::Relaxed) {
+            Primitive::AtomicAdd
+        } else {
+            rtvm_os_linux::pretouch::primitive_for(&self.heap.config.request)
+        };
+        let report = PretouchReport {
+            bytes: self.len,
+            elapsed,
+            workers: self.workers,
+            chunk: self.chunk,
+            primitive,
+        };
+        log::info!(
+            target: "gc+heap",
+            "Pretouched {}B in {:.3}s ({:.2} GB/s) with {} workers, chunk {}, {}, page size {}",
+            report.bytes,
+            elapsed.as_secs_f64(),
+            report.bytes as f64 / elapsed.as_secs_f64().max(1e-9) / 1e9,
+            report.workers,
+            format_exact_size(report.chunk as u64),
+            primitive,
+            format_page_size(self.heap.config.page_size as u64)
+        );
+        Ok(report)
+    }
+}
+
+impl GangTask for PretouchTask {
+    fn work(&self, _worker_id: usize) {
+        loop {
+            let start = self.cursor.fetch_add(self.chunk, Ordering::Relaxed);
+            if start >= self.len {
+                break;
+            }
+            let n = self.chunk.min(self.len - start);
+            match self
+                .heap
+                .reservation
+                .pretouch(self.offset + start, n, &self.heap.config.request)
+            {
+                Ok(p) => {
+                    if p.primitive == Primitive::AtomicAdd {
+                        self.fallback_used.store(true, Ordering::Relaxed);
+                    }
+                    self.done.fetch_add(n, Ordering::Relaxed);
+                }
+                Err(e) => {
+                    let mut slot = self.error.lock().unwrap_or_else(|p| p.into_inner());
+                    slot.get_or_insert(e);
+                    // Stop everyone: the VM creation (or expansion) fails anyway.
+                    self.cursor.store(self.len, Ordering::Relaxed);
+                    break;
+                }
+            }
+            self.progress();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunk_and_plan_formulas() {
+        const K: usize = 1024;
+        const M: usize = K * K;
+        assert_eq!(chunk_size(4 * M, 4 * K), 4 * M);
+        assert_eq!(chunk_size(4 * K, 2 * M), 2 * M, "never below one page");
+        assert_eq!(
+            chunk_size(5 * M, 2 * M),
+            4 * M,
+            "aligned down to the page size"
+        );
+        assert_eq!(plan(256 * M, 4 * M, 2), (64, 2));
+        assert_eq!(
+            plan(256 * M, 1024 * M, 2),
+            (1, 1),
+            "a chunk larger than the heap"
+        );
+        assert_eq!(plan(10 * M, 4 * M, 8), (3, 3));
+        assert_eq!(plan(0, 4 * M, 2), (0, 0));
+        assert_eq!(plan(256 * M, 4 * M, 0), (64, 0));
+    }
+}

@@ -1,0 +1,90 @@
+//! Built-in mains.
+
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use rtvm_os_linux::procfs;
+
+use crate::launcher::MainResult;
+use crate::vm::Vm;
+
+/// A latch the idle threads report to and wait on.
+#[derive(Default)]
+struct Idle {
+    state: Mutex<(usize, bool)>, // (started, stop)
+    cv: Condvar,
+}
+
+/// One line from the kernel's view: `VmRSS`, `Threads` and `AnonHugePages`.
+pub fn memory_line(label: &str, threads: usize) -> Result<String, std::io::Error> {
+    let status = procfs::read_status()?;
+    let rollup = procfs::read_smaps_rollup()?;
+    Ok(format!(
+        "{label}: threads={threads} VmRSS={} kB Threads={} AnonHugePages={} kB",
+        status.vm_rss_kb, status.threads, rollup.anon_huge_kb
+    ))
+}
+
+/// `IdleThreads <count> [<hold-seconds>]`: starts `count` idle Java threads, waits until all
+/// run, prints `IdleThreads: threads=<count> VmRSS=<kB> kB Threads=<n> AnonHugePages=<kB> kB`,
+/// holds for `hold-seconds` (default 0), stops and joins them. The seed experiment of
+/// JDK-8312182, made repeatable.
+pub fn idle_threads(vm: &Vm, args: &[String]) -> MainResult {
+    let usage = "usage: IdleThreads <count> [<hold-seconds>]";
+    let count: usize = args.first().and_then(|a| a.parse().ok()).ok_or(usage)?;
+    let hold: f64 = match args.get(1) {
+        Some(a) => a
+            .parse()
+            .ok()
+            .filter(|h: &f64| h.is_finite() && *h >= 0.0)
+            .ok_or(usage)?,
+        None => 0.0,
+    };
+    let idle = Arc::new(Idle::default());
+    let mut threads = Vec::with_capacity(count);
+    let mut failure = None;
+    for i in 0..count {
+        let idle_c = Arc::clone(&idle);
+        let spawned = vm.spawn(&format!("Idle#{i}"), move || {
+            let mut s = idle_c.state.lock().unwrap_or_else(|p| p.into_inner());
+            s.0 += 1;
+            idle_c.cv.notify_all();
+            while !s.1 {
+                s = idle_c.cv.wait(s).unwrap_or_else(|p| p.into_inner());
+            }
+        });
+        match spawned {
+            Ok(t) => threads.push(t),
+            Err(e) => {
+                failure = Some(e);
+                break;
+            }
+        }
+    }
+    let started = threads.len();
+    if failure.is_none() {
+        let mut s = idle.state.lock().unwrap_or_else(|p| p.into_inner());
+        while s.0 < started {
+            s = idle.cv.wait(s).unwrap_or_else(|p| p.into_inner());
+        }
+        drop(s);
+        println!("{}", memory_line("IdleThreads", count)?);
+        if hold > 0.0 {
+            std::thread::sleep(Duration::from_secs_f64(hold));
+        }
+    }
+    {
+        let mut s = idle.state.lock().unwrap_or_else(|p| p.into_inner());
+        s.1 = true;
+        idle.cv.notify_all();
+    }
+    for t in threads {
+        t.join()?;
+    }
+    match failure {
+        Some(e) => {
+            Err(format!("{e} ({started} of {count} threads had started; all stopped)").into())
+        }
+        None => Ok(()),
+    }
+}
