@@ -176,10 +176,6 @@ pub fn launch(program: &str, args: &[String], mains: &Mains) -> i32 {
         }
     }
     let main_args: Vec<String> = rest.cloned().collect();
-    if main_name.is_none() && !version {
-        eprint!("{}", usage(program, mains));
-        return 1;
-    }
 
     let vm = match Vm::create(InitArgs::new(vm_options)) {
         Ok(vm) => vm,
@@ -211,7 +207,12 @@ pub fn launch(program: &str, args: &[String], mains: &Mains) -> i32 {
     if version {
         return finish(vm, 0);
     }
-    let name = main_name.expect("checked above");
+    // As java does: the VM is created (options take effect, -Xlog:help and
+    // -XX:+PrintFlagsInitial exit 0) before a missing main is reported.
+    let Some(name) = main_name else {
+        eprint!("{}", usage(program, mains));
+        return finish(vm, 1);
+    };
     let Some(entry) = mains.get(&name).copied() else {
         eprintln!("Error: Could not find or load main class {name}");
         eprintln!("Caused by: no main named '{name}' is registered (see {program} -help)");

@@ -1,0 +1,93 @@
+//! `rtvm -XX:+PrintFlagsFinal -version` and `java -XX:+PrintFlagsFinal -version` agree, for
+//! the flags both have, in type column, value formatting and brace layout.
+
+use std::collections::BTreeMap;
+use std::process::Command;
+
+#[derive(Debug)]
+struct Line {
+    ty: String,
+    value: String,
+    kind: String,
+    equals_col: usize,
+    kind_end_col: usize,
+    origin_col: usize,
+    origin: String,
+}
+
+fn parse(stdout: &str) -> BTreeMap<String, Line> {
+    let mut out = BTreeMap::new();
+    for l in stdout.lines().filter(|l| l.contains(" = ") && l.ends_with('}')) {
+        let ty = l[..9].trim().to_owned();
+        let name = l[10..].split_whitespace().next().unwrap().to_owned();
+        let equals_col = l.find(" = ").unwrap() + 1;
+        let origin_col = l.rfind(" {").unwrap() + 1;
+        let kind_start = l[..origin_col - 1].rfind('{').unwrap();
+        let kind_end_col = origin_col - 1;
+        let value = l[equals_col + 2..kind_start].trim().to_owned();
+        out.insert(
+            name,
+            Line {
+                ty,
+                value,
+                kind: l[kind_start..kind_end_col].to_owned(),
+                equals_col,
+                kind_end_col,
+                origin_col,
+                origin: l[origin_col..].to_owned(),
+            },
+        );
+    }
+    out
+}
+
+fn flags_of(program: &str) -> Option<BTreeMap<String, Line>> {
+    let out = Command::new(program)
+        .args(["-XX:+UnlockDiagnosticVMOptions", "-XX:+UnlockExperimentalVMOptions", "-XX:+PrintFlagsFinal", "-version"])
+        .env_remove("RTVM_OPTIONS")
+        .env_remove("JAVA_TOOL_OPTIONS")
+        .env_remove("_JAVA_OPTIONS")
+        .output()
+        .ok()?;
+    out.status.success().then(|| parse(&String::from_utf8_lossy(&out.stdout)))
+}
+
+fn value_class(ty: &str, v: &str) -> &'static str {
+    match ty {
+        "bool" if v == "true" || v == "false" => "bool",
+        "double" if v.contains('.') && v.split('.').nth(1).map(str::len) == Some(6) => "double %f",
+        "ccstr" | "ccstrlist" => "string",
+        _ if v.trim_start_matches('-').chars().all(|c| c.is_ascii_digit()) && !v.is_empty() => "decimal",
+        _ => "other",
+    }
+}
+
+#[test]
+fn print_flags_final_agrees_with_java() {
+    let Some(java) = flags_of("java") else {
+        println!("skipped: `java` is not installed or failed; nothing to compare with");
+        return;
+    };
+    let rtvm = flags_of(env!("CARGO_BIN_EXE_rtvm")).expect("rtvm -XX:+PrintFlagsFinal -version");
+    let common: Vec<&String> = rtvm.keys().filter(|k| java.contains_key(*k)).collect();
+    println!("comparing {} flags rtvm and java both have: {common:?}", common.len());
+    assert!(common.len() >= 18, "expected most of rtvm's product flags to exist in java 17");
+    for name in common {
+        let (r, j) = (&rtvm[name], &java[name]);
+        assert_eq!(r.ty, j.ty, "{name}: type column");
+        assert_eq!(value_class(&r.ty, &r.value), value_class(&j.ty, &j.value), "{name}: value formatting {r:?} vs {j:?}");
+        assert_eq!(r.kind, j.kind, "{name}: kind braces");
+        assert_eq!(r.equals_col, j.equals_col, "{name}: ' = ' column");
+        if r.value.len() <= 30 && j.value.len() <= 30 {
+            assert_eq!(r.kind_end_col, j.kind_end_col, "{name}: kind brace end column");
+            assert_eq!(r.origin_col, j.origin_col, "{name}: origin brace column");
+        }
+        assert!(r.origin.starts_with('{') && r.origin.ends_with('}'), "{name}: {}", r.origin);
+        let known_origins = ["{default}", "{command line}", "{ergonomic}", "{command line, ergonomic}", "{environment}", "{config file}"];
+        assert!(known_origins.contains(&r.origin.as_str()), "{name}: {}", r.origin);
+    }
+    // Same origins where both VMs take the same decision.
+    for name in ["AlwaysPreTouch", "PreTouchParallelChunkSize", "ThreadStackSize", "MaxHeapSize", "InitialHeapSize", "ParallelGCThreads"] {
+        assert_eq!(rtvm[name].origin, java[name].origin, "{name}: origin");
+    }
+}
