@@ -12,7 +12,12 @@ fn flag_names() -> Vec<&'static str> {
 /// A flag name, sometimes mutated (a character dropped, doubled or replaced).
 fn name() -> impl Strategy<Value = String> {
     let names = flag_names();
-    (prop::sample::select(names), 0usize..4, any::<prop::sample::Index>(), "[A-Za-z0-9_#:=+-]")
+    (
+        prop::sample::select(names),
+        0usize..4,
+        any::<prop::sample::Index>(),
+        "[A-Za-z0-9_#:=+-]",
+    )
         .prop_map(|(n, mutation, at, c)| {
             let mut s = n.to_string();
             let i = at.index(s.len());
@@ -32,22 +37,33 @@ fn name() -> impl Strategy<Value = String> {
 fn value() -> impl Strategy<Value = String> {
     prop_oneof![
         any::<u64>().prop_map(|n| n.to_string()),
-        (any::<u32>(), prop::sample::select(vec!["", "k", "K", "m", "M", "g", "G", "t", "T", "kk", "q", ".5"]))
+        (
+            any::<u32>(),
+            prop::sample::select(vec![
+                "", "k", "K", "m", "M", "g", "G", "t", "T", "kk", "q", ".5"
+            ])
+        )
             .prop_map(|(n, s)| format!("{n}{s}")),
         any::<i64>().prop_map(|n| n.to_string()),
         any::<u32>().prop_map(|n| format!("0x{n:x}")),
-        prop::sample::select(vec!["", "true", "false", "off", "summary", "detail", "0x", "-", "1e3", "nan", " 1", "+1"])
-            .prop_map(str::to_owned),
+        prop::sample::select(vec![
+            "", "true", "false", "off", "summary", "detail", "0x", "-", "1e3", "nan", " 1", "+1"
+        ])
+        .prop_map(str::to_owned),
         "\\PC{0,12}",
     ]
 }
 
 fn option() -> impl Strategy<Value = String> {
     prop_oneof![
-        (name(), prop::sample::select(vec!["+", "-", "", "#"])).prop_map(|(n, p)| format!("-XX:{p}{n}")),
+        (name(), prop::sample::select(vec!["+", "-", "", "#"]))
+            .prop_map(|(n, p)| format!("-XX:{p}{n}")),
         (name(), value()).prop_map(|(n, v)| format!("-XX:{n}={v}")),
         (name(), value()).prop_map(|(n, v)| format!("-XX:{n}:={v}")),
-        (prop::sample::select(vec!["-Xms", "-Xmx", "-Xss", "-Xmn", "-X", "-", ""]), value())
+        (
+            prop::sample::select(vec!["-Xms", "-Xmx", "-Xss", "-Xmn", "-X", "-", ""]),
+            value()
+        )
             .prop_map(|(p, v)| format!("{p}{v}")),
         "-Xlog(:[a-z+*=,:]{0,20})?",
         prop::sample::select(vec![
@@ -64,14 +80,27 @@ fn option() -> impl Strategy<Value = String> {
 }
 
 fn check(args: &[String], env: Option<&str>, ignore: bool) -> Result<(), TestCaseError> {
-    let options = ParseOptions { ignore_unrecognized: ignore, env: env.map(|value| EnvOptions { name: "RTVM_OPTIONS", value }) };
+    let options = ParseOptions {
+        ignore_unrecognized: ignore,
+        env: env.map(|value| EnvOptions {
+            name: "RTVM_OPTIONS",
+            value,
+        }),
+    };
     let mut sink_text = String::new();
     match parse(args, &options, &mut |_, t| sink_text.push_str(t)) {
         Ok(parsed) => {
             for (info, value, _) in parsed.settings.iter() {
-                prop_assert!(info.check_range(value).is_ok(), "{} = {value:?} is out of range", info.name);
+                prop_assert!(
+                    info.check_range(value).is_ok(),
+                    "{} = {value:?} is out of range",
+                    info.name
+                );
                 if let Value::Str(s) = value {
-                    prop_assert!(info.name != "NativeMemoryTracking" || ["off", "summary", "detail"].contains(&s.as_ref()));
+                    prop_assert!(
+                        info.name != "NativeMemoryTracking"
+                            || ["off", "summary", "detail"].contains(&s.as_ref())
+                    );
                 }
             }
         }

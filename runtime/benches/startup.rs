@@ -32,9 +32,17 @@ fn main() {
     if args.iter().any(|a| a == "--list") {
         return;
     }
-    let runs = args.iter().position(|a| a == "--runs").and_then(|i| args.get(i + 1)?.parse().ok()).unwrap_or(41usize);
+    let runs = args
+        .iter()
+        .position(|a| a == "--runs")
+        .and_then(|i| args.get(i + 1)?.parse().ok())
+        .unwrap_or(41usize);
     let rtvm = env!("CARGO_BIN_EXE_rtvm");
-    let java = Command::new("java").arg("-version").stderr(Stdio::null()).status().is_ok_and(|s| s.success());
+    let java = Command::new("java")
+        .arg("-version")
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
     let mut floor = Vec::new();
     let mut ours = Vec::new();
     let mut theirs = Vec::new();
@@ -53,14 +61,35 @@ fn main() {
     println!("start-up, whole process, median of {runs} interleaved runs:");
     println!("| command | median | above /bin/true |");
     println!("| --- | ---: | ---: |");
-    println!("| /bin/true (floor) | {:.2} ms | - |", f.as_secs_f64() * 1e3);
-    println!("| rtvm -version | {:.2} ms | {:.2} ms |", o.as_secs_f64() * 1e3, (o.saturating_sub(f)).as_secs_f64() * 1e3);
+    println!(
+        "| /bin/true (floor) | {:.2} ms | - |",
+        f.as_secs_f64() * 1e3
+    );
+    println!(
+        "| rtvm -version | {:.2} ms | {:.2} ms |",
+        o.as_secs_f64() * 1e3,
+        (o.saturating_sub(f)).as_secs_f64() * 1e3
+    );
     if java {
         let j = median(theirs);
-        println!("| java -version | {:.2} ms | {:.2} ms |", j.as_secs_f64() * 1e3, (j.saturating_sub(f)).as_secs_f64() * 1e3);
-        println!("rtvm -version is {:.1}x faster than java -version", j.as_secs_f64() / o.as_secs_f64());
+        println!(
+            "| java -version | {:.2} ms | {:.2} ms |",
+            j.as_secs_f64() * 1e3,
+            (j.saturating_sub(f)).as_secs_f64() * 1e3
+        );
+        println!(
+            "rtvm -version is {:.1}x faster than java -version",
+            j.as_secs_f64() / o.as_secs_f64()
+        );
     } else {
         println!("java: not installed, no reference run");
     }
-    println!("target: rtvm -version under 5 ms: {}", if o < Duration::from_millis(5) { "met" } else { "NOT met" });
+    println!(
+        "target: rtvm -version under 5 ms: {}",
+        if o < Duration::from_millis(5) {
+            "met"
+        } else {
+            "NOT met"
+        }
+    );
 }

@@ -23,8 +23,17 @@ fn expect_argument_error(args: &[&str], message: &str) {
     let mut full = args.to_vec();
     full.push("-version");
     let out = rtvm(&full);
-    assert_eq!(out.status.code(), Some(1), "{args:?}: {}", text(&out.stderr));
-    assert_eq!(text(&out.stderr), format!("{message}{CREATE_FAILED}"), "{args:?}");
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{args:?}: {}",
+        text(&out.stderr)
+    );
+    assert_eq!(
+        text(&out.stderr),
+        format!("{message}{CREATE_FAILED}"),
+        "{args:?}"
+    );
     assert_eq!(text(&out.stdout), "", "{args:?}");
 }
 
@@ -34,7 +43,11 @@ fn expect_init_error(args: &[&str], message: &str) {
     full.push("-version");
     let out = rtvm(&full);
     assert_eq!(out.status.code(), Some(1), "{args:?}");
-    assert_eq!(text(&out.stdout), format!("Error occurred during initialization of VM\n{message}\n"), "{args:?}");
+    assert_eq!(
+        text(&out.stdout),
+        format!("Error occurred during initialization of VM\n{message}\n"),
+        "{args:?}"
+    );
     assert!(!text(&out.stderr).contains("Could not create"), "{args:?}");
 }
 
@@ -62,16 +75,28 @@ fn did_you_mean_has_no_newline() {
 
 #[test]
 fn type_and_value_errors() {
-    expect_argument_error(&["-XX:AlwaysPreTouch=1"], "Missing +/- setting for VM option 'AlwaysPreTouch=1'\n");
-    expect_argument_error(&["-XX:+MaxHeapSize"], "Unexpected +/- setting in VM option 'MaxHeapSize'\n");
-    expect_argument_error(&["-XX:ThreadStackSize=abc"], "Improperly specified VM option 'ThreadStackSize=abc'\n");
+    expect_argument_error(
+        &["-XX:AlwaysPreTouch=1"],
+        "Missing +/- setting for VM option 'AlwaysPreTouch=1'\n",
+    );
+    expect_argument_error(
+        &["-XX:+MaxHeapSize"],
+        "Unexpected +/- setting in VM option 'MaxHeapSize'\n",
+    );
+    expect_argument_error(
+        &["-XX:ThreadStackSize=abc"],
+        "Improperly specified VM option 'ThreadStackSize=abc'\n",
+    );
     expect_argument_error(
         &["-XX:PreTouchParallelChunkSize=1"],
         "size_t PreTouchParallelChunkSize=1 is outside the allowed range [ 4096 ... 9223372036854775807 ]\n\
          Improperly specified VM option 'PreTouchParallelChunkSize=1'\n",
     );
     expect_argument_error(&["-Xmx1q"], "Invalid maximum heap size: -Xmx1q\n");
-    expect_argument_error(&["-XX:MaxHeapSize=abc"], "Invalid maximum heap size: -XX:MaxHeapSize=abc\n");
+    expect_argument_error(
+        &["-XX:MaxHeapSize=abc"],
+        "Invalid maximum heap size: -XX:MaxHeapSize=abc\n",
+    );
     expect_argument_error(&["-Xss1q"], "Invalid thread stack size: -Xss1q\n");
     expect_argument_error(
         &["-XX:NativeMemoryTracking=foo"],
@@ -101,7 +126,10 @@ fn locked_flags() {
 #[test]
 fn after_ergo_constraint() {
     expect_argument_error(
-        &["-XX:+UnlockExperimentalVMOptions", "-XX:+BackgroundPreTouch"],
+        &[
+            "-XX:+UnlockExperimentalVMOptions",
+            "-XX:+BackgroundPreTouch",
+        ],
         "-XX:+BackgroundPreTouch requires -XX:+AlwaysPreTouch\n",
     );
 }
@@ -109,8 +137,14 @@ fn after_ergo_constraint() {
 #[test]
 fn initialization_errors_go_to_stdout() {
     expect_init_error(&["-Xmx1"], "Too small maximum heap");
-    expect_init_error(&["-Xms128m", "-Xmx64m"], "Initial heap size set to a larger value than the maximum heap size");
-    expect_init_error(&["-XX:MinHeapSize=128m", "-Xmx64m"], "Incompatible minimum and maximum heap sizes specified");
+    expect_init_error(
+        &["-Xms128m", "-Xmx64m"],
+        "Initial heap size set to a larger value than the maximum heap size",
+    );
+    expect_init_error(
+        &["-XX:MinHeapSize=128m", "-Xmx64m"],
+        "Incompatible minimum and maximum heap sizes specified",
+    );
 }
 
 #[test]
@@ -122,9 +156,18 @@ fn commented_out_option_is_reported_but_not_fatal() {
 
 #[test]
 fn ignore_unrecognized() {
-    let out = rtvm(&["-XX:+IgnoreUnrecognizedVMOptions", "-XX:+Foo", "-Xfoo", "-version"]);
+    let out = rtvm(&[
+        "-XX:+IgnoreUnrecognizedVMOptions",
+        "-XX:+Foo",
+        "-Xfoo",
+        "-version",
+    ]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let out = rtvm(&["-XX:+IgnoreUnrecognizedVMOptions", "-XX:+PrintNMTStatistics", "-version"]);
+    let out = rtvm(&[
+        "-XX:+IgnoreUnrecognizedVMOptions",
+        "-XX:+PrintNMTStatistics",
+        "-version",
+    ]);
     assert_eq!(out.status.code(), Some(1), "locked flags are not ignored");
 }
 
@@ -132,7 +175,11 @@ fn ignore_unrecognized() {
 fn version_help_and_x() {
     let out = rtvm(&["-version"]);
     assert_eq!(out.status.code(), Some(0));
-    assert!(text(&out.stderr).starts_with("rtvm version \""), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).starts_with("rtvm version \""),
+        "{}",
+        text(&out.stderr)
+    );
     assert_eq!(text(&out.stdout), "");
     let out = rtvm(&["-help"]);
     assert_eq!(out.status.code(), Some(0));
@@ -142,7 +189,11 @@ fn version_help_and_x() {
     assert_eq!(out.status.code(), Some(0));
     assert!(text(&out.stdout).contains("-Xss<size>"));
     let out = rtvm(&[]);
-    assert_eq!(out.status.code(), Some(1), "no main: usage on stderr, status 1");
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "no main: usage on stderr, status 1"
+    );
     assert!(text(&out.stderr).starts_with("Usage: rtvm"));
     let out = rtvm(&["NoSuchMain"]);
     assert_eq!(out.status.code(), Some(1));
@@ -158,7 +209,11 @@ fn xlog_errors_and_help() {
     ] {
         let out = rtvm(&[opt, "-version"]);
         assert_eq!(out.status.code(), Some(1), "{opt}");
-        assert_eq!(text(&out.stdout), format!("[0.000s][error][logging] {detail}\n"), "{opt}");
+        assert_eq!(
+            text(&out.stdout),
+            format!("[0.000s][error][logging] {detail}\n"),
+            "{opt}"
+        );
         assert_eq!(
             text(&out.stderr),
             format!("Invalid -Xlog option '{opt}', see error log for details.\n{CREATE_FAILED}")
@@ -169,7 +224,9 @@ fn xlog_errors_and_help() {
     assert!(text(&out.stdout).contains("][warning][logging] No tag set matches selection: gc+pagesize. Did you mean any of the following?"));
     let out = rtvm(&["-Xlog:help"]);
     assert_eq!(out.status.code(), Some(0));
-    assert!(text(&out.stdout).starts_with("-Xlog Usage: -Xlog[:[selections][:[output][:[decorators][:output-options]]]]\n"));
+    assert!(text(&out.stdout).starts_with(
+        "-Xlog Usage: -Xlog[:[selections][:[output][:[decorators][:output-options]]]]\n"
+    ));
 }
 
 #[test]
@@ -177,9 +234,15 @@ fn xlog_lines_have_hotspot_decorations() {
     let out = rtvm(&["-Xlog:pagesize", "-version"]);
     let stdout = text(&out.stdout);
     let first = stdout.lines().next().unwrap();
-    assert!(first.starts_with('[') && first.contains("s][info][pagesize] "), "{first}");
+    assert!(
+        first.starts_with('[') && first.contains("s][info][pagesize] "),
+        "{first}"
+    );
     let child = Command::new(env!("CARGO_BIN_EXE_rtvm"))
-        .args(["-Xlog:pagesize::uptimemillis,pid,tid,level,tags", "-version"])
+        .args([
+            "-Xlog:pagesize::uptimemillis,pid,tid,level,tags",
+            "-version",
+        ])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -188,13 +251,21 @@ fn xlog_lines_have_hotspot_decorations() {
     let out = child.wait_with_output().unwrap();
     let line = text(&out.stdout).lines().next().unwrap().to_owned();
     // [<n>ms][<pid>][<tid>][info][pagesize] ...
-    let fields: Vec<&str> = line.split(']').take(5).map(|f| f.trim_start_matches('[').trim()).collect();
+    let fields: Vec<&str> = line
+        .split(']')
+        .take(5)
+        .map(|f| f.trim_start_matches('[').trim())
+        .collect();
     assert!(fields[0].ends_with("ms"), "{line}");
     assert_eq!(fields[1], pid.to_string(), "{line}");
     assert!(fields[2].parse::<u32>().is_ok(), "{line}");
     assert_eq!(&fields[3..], ["info", "pagesize"], "{line}");
     let out = rtvm(&["-Xlog:pagesize::none", "-version"]);
-    assert!(text(&out.stdout).starts_with("Explicit hugepage support:\n"), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).starts_with("Explicit hugepage support:\n"),
+        "{}",
+        text(&out.stdout)
+    );
     let out = rtvm(&["-Xlog:pagesize:stderr", "-version"]);
     assert!(text(&out.stderr).contains("][info][pagesize] Transparent hugepage (THP) support:"));
     assert_eq!(text(&out.stdout), "");
@@ -213,7 +284,11 @@ fn xlog_to_a_file() {
     let name = entries[0].file_name().into_string().unwrap();
     assert!(name.starts_with("log-") && !name.contains("%p"), "{name}");
     let log = std::fs::read_to_string(entries[0].path()).unwrap();
-    assert_eq!(log.matches("] Thread \"Idle#").count(), 6, "start and exit of 3 threads:\n{log}");
+    assert_eq!(
+        log.matches("] Thread \"Idle#").count(),
+        6,
+        "start and exit of 3 threads:\n{log}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -227,19 +302,34 @@ fn environment_options_are_announced_and_applied_first() {
     assert_eq!(out.status.code(), Some(0));
     assert!(text(&out.stderr).starts_with("Picked up RTVM_OPTIONS: -Xmx32m -XX:+AlwaysPreTouch\n"));
     let flags = text(&out.stdout);
-    assert!(flags.contains("-XX:+AlwaysPreTouch ") && flags.contains("-XX:MaxHeapSize=67108864 "), "{flags}");
-    let out = Command::new(env!("CARGO_BIN_EXE_rtvm")).args(["-version"]).env("RTVM_OPTIONS", "\"-Xmx16m").output().unwrap();
+    assert!(
+        flags.contains("-XX:+AlwaysPreTouch ") && flags.contains("-XX:MaxHeapSize=67108864 "),
+        "{flags}"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_rtvm"))
+        .args(["-version"])
+        .env("RTVM_OPTIONS", "\"-Xmx16m")
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
         text(&out.stderr),
-        format!("Picked up RTVM_OPTIONS: \"-Xmx16m\nUnmatched quote in RTVM_OPTIONS\n{CREATE_FAILED}")
+        format!(
+            "Picked up RTVM_OPTIONS: \"-Xmx16m\nUnmatched quote in RTVM_OPTIONS\n{CREATE_FAILED}"
+        )
     );
 }
 
 #[test]
 fn options_files() {
-    expect_argument_error(&["-XX:VMOptionsFile=/nonexistent"], "Could not open options file '/nonexistent'\n");
-    expect_argument_error(&["-XX:Flags=/nonexistent"], "Could not open settings file /nonexistent\n");
+    expect_argument_error(
+        &["-XX:VMOptionsFile=/nonexistent"],
+        "Could not open options file '/nonexistent'\n",
+    );
+    expect_argument_error(
+        &["-XX:Flags=/nonexistent"],
+        "Could not open settings file /nonexistent\n",
+    );
 }
 
 #[test]
@@ -254,6 +344,14 @@ fn print_flags_initial_exits_before_starting() {
 
 #[test]
 fn print_vm_options() {
-    let out = rtvm(&["-XX:+PrintVMOptions", "-XX:+AlwaysPreTouch", "-Xms8m", "-version"]);
-    assert_eq!(text(&out.stdout), "VM option '+PrintVMOptions'\nVM option '+AlwaysPreTouch'\n");
+    let out = rtvm(&[
+        "-XX:+PrintVMOptions",
+        "-XX:+AlwaysPreTouch",
+        "-Xms8m",
+        "-version",
+    ]);
+    assert_eq!(
+        text(&out.stdout),
+        "VM option '+PrintVMOptions'\nVM option '+AlwaysPreTouch'\n"
+    );
 }

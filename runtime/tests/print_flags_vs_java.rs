@@ -17,7 +17,10 @@ struct Line {
 
 fn parse(stdout: &str) -> BTreeMap<String, Line> {
     let mut out = BTreeMap::new();
-    for l in stdout.lines().filter(|l| l.contains(" = ") && l.ends_with('}')) {
+    for l in stdout
+        .lines()
+        .filter(|l| l.contains(" = ") && l.ends_with('}'))
+    {
         let ty = l[..9].trim().to_owned();
         let name = l[10..].split_whitespace().next().unwrap().to_owned();
         let equals_col = l.find(" = ").unwrap() + 1;
@@ -43,13 +46,20 @@ fn parse(stdout: &str) -> BTreeMap<String, Line> {
 
 fn flags_of(program: &str) -> Option<BTreeMap<String, Line>> {
     let out = Command::new(program)
-        .args(["-XX:+UnlockDiagnosticVMOptions", "-XX:+UnlockExperimentalVMOptions", "-XX:+PrintFlagsFinal", "-version"])
+        .args([
+            "-XX:+UnlockDiagnosticVMOptions",
+            "-XX:+UnlockExperimentalVMOptions",
+            "-XX:+PrintFlagsFinal",
+            "-version",
+        ])
         .env_remove("RTVM_OPTIONS")
         .env_remove("JAVA_TOOL_OPTIONS")
         .env_remove("_JAVA_OPTIONS")
         .output()
         .ok()?;
-    out.status.success().then(|| parse(&String::from_utf8_lossy(&out.stdout)))
+    out.status
+        .success()
+        .then(|| parse(&String::from_utf8_lossy(&out.stdout)))
 }
 
 fn value_class(ty: &str, v: &str) -> &'static str {
@@ -57,7 +67,14 @@ fn value_class(ty: &str, v: &str) -> &'static str {
         "bool" if v == "true" || v == "false" => "bool",
         "double" if v.contains('.') && v.split('.').nth(1).map(str::len) == Some(6) => "double %f",
         "ccstr" | "ccstrlist" => "string",
-        _ if v.trim_start_matches('-').chars().all(|c| c.is_ascii_digit()) && !v.is_empty() => "decimal",
+        _ if v
+            .trim_start_matches('-')
+            .chars()
+            .all(|c| c.is_ascii_digit())
+            && !v.is_empty() =>
+        {
+            "decimal"
+        }
         _ => "other",
     }
 }
@@ -70,24 +87,59 @@ fn print_flags_final_agrees_with_java() {
     };
     let rtvm = flags_of(env!("CARGO_BIN_EXE_rtvm")).expect("rtvm -XX:+PrintFlagsFinal -version");
     let common: Vec<&String> = rtvm.keys().filter(|k| java.contains_key(*k)).collect();
-    println!("comparing {} flags rtvm and java both have: {common:?}", common.len());
-    assert!(common.len() >= 18, "expected most of rtvm's product flags to exist in java 17");
+    println!(
+        "comparing {} flags rtvm and java both have: {common:?}",
+        common.len()
+    );
+    assert!(
+        common.len() >= 18,
+        "expected most of rtvm's product flags to exist in java 17"
+    );
     for name in common {
         let (r, j) = (&rtvm[name], &java[name]);
         assert_eq!(r.ty, j.ty, "{name}: type column");
-        assert_eq!(value_class(&r.ty, &r.value), value_class(&j.ty, &j.value), "{name}: value formatting {r:?} vs {j:?}");
+        assert_eq!(
+            value_class(&r.ty, &r.value),
+            value_class(&j.ty, &j.value),
+            "{name}: value formatting {r:?} vs {j:?}"
+        );
         assert_eq!(r.kind, j.kind, "{name}: kind braces");
         assert_eq!(r.equals_col, j.equals_col, "{name}: ' = ' column");
         if r.value.len() <= 30 && j.value.len() <= 30 {
-            assert_eq!(r.kind_end_col, j.kind_end_col, "{name}: kind brace end column");
+            assert_eq!(
+                r.kind_end_col, j.kind_end_col,
+                "{name}: kind brace end column"
+            );
             assert_eq!(r.origin_col, j.origin_col, "{name}: origin brace column");
         }
-        assert!(r.origin.starts_with('{') && r.origin.ends_with('}'), "{name}: {}", r.origin);
-        let known_origins = ["{default}", "{command line}", "{ergonomic}", "{command line, ergonomic}", "{environment}", "{config file}"];
-        assert!(known_origins.contains(&r.origin.as_str()), "{name}: {}", r.origin);
+        assert!(
+            r.origin.starts_with('{') && r.origin.ends_with('}'),
+            "{name}: {}",
+            r.origin
+        );
+        let known_origins = [
+            "{default}",
+            "{command line}",
+            "{ergonomic}",
+            "{command line, ergonomic}",
+            "{environment}",
+            "{config file}",
+        ];
+        assert!(
+            known_origins.contains(&r.origin.as_str()),
+            "{name}: {}",
+            r.origin
+        );
     }
     // Same origins where both VMs take the same decision.
-    for name in ["AlwaysPreTouch", "PreTouchParallelChunkSize", "ThreadStackSize", "MaxHeapSize", "InitialHeapSize", "ParallelGCThreads"] {
+    for name in [
+        "AlwaysPreTouch",
+        "PreTouchParallelChunkSize",
+        "ThreadStackSize",
+        "MaxHeapSize",
+        "InitialHeapSize",
+        "ParallelGCThreads",
+    ] {
         assert_eq!(rtvm[name].origin, java[name].origin, "{name}: origin");
     }
 }

@@ -1,0 +1,346 @@
+//! What test mains use: `ProcessTools`/`OutputAnalyzer`-style helpers to start child test
+//! VMs and check what they print, skips, and failures.
+//!
+//! ```no_run
+//! use rtvm_jtreg::testlib::*;
+//!
+//! // A test file's `pub fn main` has this signature.
+//! pub fn run(_vm: &rtvm::Vm, _args: &[String]) -> TestResult {
+//!     let out = ProcessTools::execute_test_vm(&["-XX:+Foo", "-version"])?;
+//!     out.should_contain("Unrecognized VM option 'Foo'")?.should_have_exit_value(1)?;
+//!     Ok(())
+//! }
+//! ```
+
+use std::fmt;
+use std::process::{Command, Stdio};
+
+pub use rtvm::launcher::{Exit, MainResult as TestResult};
+pub use rtvm::Vm;
+
+use crate::regex::Regex;
+
+/// The exit status a test VM uses for a skipped test (with `jtreg.SkippedException: <reason>`
+/// on stderr).
+pub const SKIP_STATUS: i32 = 95;
+
+/// The environment variable holding the path of the test VM binary (set by the runner).
+pub const TESTVM_ENV: &str = "RTVM_TESTVM";
+/// The environment variable holding the run's `-vmoptions` (jtreg's `TESTVMOPTS`).
+pub const VMOPTS_ENV: &str = "TESTVMOPTS";
+/// The test source directory (jtreg's `TESTSRC`).
+pub const TESTSRC_ENV: &str = "TESTSRC";
+
+/// Skips the test with a reason (jtreg's `SkippedException`): counted as passed and skipped.
+pub fn skip(reason: impl Into<String>) -> TestResult {
+    Err(Box::new(Exit {
+        status: SKIP_STATUS,
+        message: Some(format!("jtreg.SkippedException: {}", reason.into())),
+    }))
+}
+
+/// A test failure (jtreg's `RuntimeException`), with its message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TestFailure(pub String);
+
+impl fmt::Display for TestFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "java.lang.RuntimeException: {}", self.0)
+    }
+}
+
+impl std::error::Error for TestFailure {}
+
+/// Fails the test unless `cond` holds.
+pub fn check(cond: bool, message: impl FnOnce() -> String) -> Result<(), TestFailure> {
+    if cond {
+        Ok(())
+    } else {
+        Err(TestFailure(message()))
+    }
+}
+
+/// The `-vmoptions` of the run (from `TESTVMOPTS`).
+pub fn test_vm_options() -> Vec<String> {
+    std::env::var(VMOPTS_ENV)
+        .map(|v| v.split_whitespace().map(str::to_owned).collect())
+        .unwrap_or_default()
+}
+
+/// The test VM binary.
+pub fn test_vm() -> String {
+    std::env::var(TESTVM_ENV).unwrap_or_else(|_| {
+        std::env::args()
+            .next()
+            .unwrap_or_else(|| "rtvm-testvm".into())
+    })
+}
+
+/// Starting child test VMs.
+#[derive(Debug)]
+pub struct ProcessTools;
+
+impl ProcessTools {
+    /// A command for a child test VM with the run's `-vmoptions` first, then `args`
+    /// (`createTestJavaProcessBuilder`).
+    pub fn create_test_vm(args: &[&str]) -> Command {
+        let mut c = Command::new(test_vm());
+        c.args(test_vm_options()).args(args);
+        c
+    }
+
+    /// A command for a child test VM with only `args` (`createLimitedTestJavaProcessBuilder`;
+    /// pair with `@requires vm.flagless`).
+    pub fn create_limited_test_vm(args: &[&str]) -> Command {
+        let mut c = Command::new(test_vm());
+        c.args(args);
+        c
+    }
+
+    /// Runs a command to completion and captures both streams.
+    pub fn execute(mut command: Command) -> Result<OutputAnalyzer, TestFailure> {
+        let line = describe(&command);
+        println!("Command line: [{line}]");
+        let out = command
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| TestFailure(format!("cannot start [{line}]: {e}")))?;
+        use std::os::unix::process::ExitStatusExt;
+        let exit = out
+            .status
+            .code()
+            .unwrap_or_else(|| 128 + out.status.signal().unwrap_or(0));
+        Ok(OutputAnalyzer {
+            command: line,
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            exit,
+            signal: out.status.signal(),
+        })
+    }
+
+    /// `create_test_vm` + `execute`.
+    pub fn execute_test_vm(args: &[&str]) -> Result<OutputAnalyzer, TestFailure> {
+        Self::execute(Self::create_test_vm(args))
+    }
+
+    /// `create_limited_test_vm` + `execute`.
+    pub fn execute_limited_test_vm(args: &[&str]) -> Result<OutputAnalyzer, TestFailure> {
+        Self::execute(Self::create_limited_test_vm(args))
+    }
+}
+
+fn describe(c: &Command) -> String {
+    let mut s = c.get_program().to_string_lossy().into_owned();
+    for a in c.get_args() {
+        s.push(' ');
+        s.push_str(&a.to_string_lossy());
+    }
+    s
+}
+
+/// The output of a finished child: both streams kept apart, the exit value, and checks
+/// whose failure message shows everything (`OutputAnalyzer`).
+#[derive(Clone, Debug)]
+pub struct OutputAnalyzer {
+    /// The command line.
+    pub command: String,
+    /// Standard output.
+    pub stdout: String,
+    /// Standard error.
+    pub stderr: String,
+    /// The exit value (128 + signal for a signal death, as a shell reports it).
+    pub exit: i32,
+    /// The signal that ended the process, if one did.
+    pub signal: Option<i32>,
+}
+
+impl OutputAnalyzer {
+    fn fail(&self, what: String) -> TestFailure {
+        TestFailure(format!(
+            "{what}\n command: [{}];\n stdout: [{}];\n stderr: [{}]\n exitValue = {}",
+            self.command, self.stdout, self.stderr, self.exit
+        ))
+    }
+
+    /// Both streams.
+    pub fn output(&self) -> String {
+        format!("{}{}", self.stdout, self.stderr)
+    }
+
+    /// `s` occurs in stdout or stderr.
+    pub fn should_contain(&self, s: &str) -> Result<&Self, TestFailure> {
+        if self.stdout.contains(s) || self.stderr.contains(s) {
+            Ok(self)
+        } else {
+            Err(self.fail(format!("'{s}' missing from stdout/stderr")))
+        }
+    }
+
+    /// `s` occurs in neither stream.
+    pub fn should_not_contain(&self, s: &str) -> Result<&Self, TestFailure> {
+        if self.stdout.contains(s) {
+            Err(self.fail(format!("'{s}' found in stdout")))
+        } else if self.stderr.contains(s) {
+            Err(self.fail(format!("'{s}' found in stderr")))
+        } else {
+            Ok(self)
+        }
+    }
+
+    /// `s` occurs in stdout.
+    pub fn stdout_should_contain(&self, s: &str) -> Result<&Self, TestFailure> {
+        if self.stdout.contains(s) {
+            Ok(self)
+        } else {
+            Err(self.fail(format!("'{s}' missing from stdout")))
+        }
+    }
+
+    /// `s` occurs in stderr.
+    pub fn stderr_should_contain(&self, s: &str) -> Result<&Self, TestFailure> {
+        if self.stderr.contains(s) {
+            Ok(self)
+        } else {
+            Err(self.fail(format!("'{s}' missing from stderr")))
+        }
+    }
+
+    /// Some line of either stream matches the regular expression (anywhere in the line).
+    pub fn should_match(&self, pattern: &str) -> Result<&Self, TestFailure> {
+        match self.first_match(pattern)? {
+            Some(_) => Ok(self),
+            None => Err(self.fail(format!("regex '{pattern}' not found in stdout/stderr"))),
+        }
+    }
+
+    /// The first line (stderr first, as `OutputAnalyzer.firstMatch`) that matches.
+    /// `^` and `$` anchor at the start and end of a line.
+    pub fn first_match(&self, pattern: &str) -> Result<Option<String>, TestFailure> {
+        let (start, p) = match pattern.strip_prefix('^') {
+            Some(p) => ("", p),
+            None => (".*", pattern),
+        };
+        let (end, p) = match p.strip_suffix('$').filter(|q| !q.ends_with('\\')) {
+            Some(q) => ("", q),
+            None => (".*", p),
+        };
+        let re = Regex::new(&format!("{start}(?:{p}){end}")).map_err(|e| TestFailure(e.0))?;
+        Ok(self
+            .stderr
+            .lines()
+            .chain(self.stdout.lines())
+            .find(|l| re.is_full_match(l))
+            .map(str::to_owned))
+    }
+
+    /// The exit value is `n`.
+    pub fn should_have_exit_value(&self, n: i32) -> Result<&Self, TestFailure> {
+        if self.exit == n {
+            Ok(self)
+        } else {
+            Err(self.fail(format!(
+                "Expected to get exit value of [{n}], exit value is [{}]",
+                self.exit
+            )))
+        }
+    }
+
+    /// The exit value is not `n`.
+    pub fn should_not_have_exit_value(&self, n: i32) -> Result<&Self, TestFailure> {
+        if self.exit != n {
+            Ok(self)
+        } else {
+            Err(self.fail(format!("Unexpected to get exit value of [{n}]")))
+        }
+    }
+
+    /// The value after `key=` on the first line containing `prefix` (e.g. the `VmRSS=`
+    /// of an `IdleThreads:` line).
+    pub fn field(&self, prefix: &str, key: &str) -> Result<String, TestFailure> {
+        let line = self
+            .stdout
+            .lines()
+            .find(|l| l.contains(prefix))
+            .ok_or_else(|| self.fail(format!("no line containing '{prefix}'")))?;
+        let pat = format!("{key}=");
+        let at = line
+            .find(&pat)
+            .ok_or_else(|| self.fail(format!("no '{pat}' in '{line}'")))?;
+        Ok(line[at + pat.len()..]
+            .split_whitespace()
+            .next()
+            .unwrap_or("")
+            .to_owned())
+    }
+
+    /// A numeric field, see [`field`](Self::field).
+    pub fn number(&self, prefix: &str, key: &str) -> Result<u64, TestFailure> {
+        let v = self.field(prefix, key)?;
+        v.parse()
+            .map_err(|_| self.fail(format!("'{key}={v}' is not a number")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn oa() -> OutputAnalyzer {
+        OutputAnalyzer {
+            command: "vm -version".into(),
+            stdout: "IdleThreads: threads=3 VmRSS=1234 kB Threads=7\n".into(),
+            stderr: "Unrecognized VM option 'Foo'\n".into(),
+            exit: 1,
+            signal: None,
+        }
+    }
+
+    #[test]
+    fn checks() {
+        let o = oa();
+        assert!(o.should_contain("Unrecognized").is_ok());
+        assert!(o.stderr_should_contain("Unrecognized").is_ok());
+        assert!(o.stdout_should_contain("Unrecognized").is_err());
+        assert!(o
+            .should_not_contain("Foo")
+            .unwrap_err()
+            .0
+            .contains("'Foo' found in stderr"));
+        assert!(o.should_match("VmRSS=[0-9]+ kB").is_ok());
+        assert!(o.should_match("VmRSS=x").is_err());
+        assert!(o.should_match("^IdleThreads: threads=3 ").is_ok());
+        assert!(
+            o.should_match("^threads=3").is_err(),
+            "anchored at the line start"
+        );
+        assert!(o.should_match("Threads=7$").is_ok());
+        assert!(o.should_match("Threads=$").is_err());
+        assert_eq!(
+            o.first_match("option '.*'").unwrap().as_deref(),
+            Some("Unrecognized VM option 'Foo'")
+        );
+        assert!(o.should_have_exit_value(1).is_ok());
+        let e = o.should_have_exit_value(0).unwrap_err().0;
+        assert!(
+            e.contains("Expected to get exit value of [0]")
+                && e.contains("command: [vm -version]")
+                && e.contains("exitValue = 1"),
+            "{e}"
+        );
+        assert_eq!(o.number("IdleThreads:", "VmRSS").unwrap(), 1234);
+        assert_eq!(o.number("IdleThreads:", "Threads").unwrap(), 7);
+        assert!(o.number("IdleThreads:", "Nope").is_err());
+    }
+
+    #[test]
+    fn skip_carries_the_reason() {
+        let e = skip("THP mode is madvise").unwrap_err();
+        let exit = e.downcast::<Exit>().unwrap();
+        assert_eq!(exit.status, SKIP_STATUS);
+        assert_eq!(
+            exit.message.as_deref(),
+            Some("jtreg.SkippedException: THP mode is madvise")
+        );
+    }
+}

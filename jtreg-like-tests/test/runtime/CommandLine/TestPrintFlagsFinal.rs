@@ -1,0 +1,60 @@
+/*
+ * @test
+ * @bug 7022456
+ * @summary -XX:+PrintFlagsFinal, -XX:+PrintFlagsInitial, -XX:+PrintFlagsRanges and
+ *          -XX:+PrintCommandLineFlags print in HotSpot's layout, sorted, locked flags hidden
+ * @requires vm.flagless
+ * @run driver TestPrintFlagsFinal
+ */
+
+use rtvm_jtreg::testlib::*;
+
+fn names(stdout: &str) -> Vec<String> {
+    stdout.lines().skip(1).filter_map(|l| l.get(10..)?.split_whitespace().next().map(str::to_owned)).collect()
+}
+
+pub fn main(_vm: &Vm, _args: &[String]) -> TestResult {
+    let out = ProcessTools::execute_limited_test_vm(&["-Xmx64m", "-XX:+PrintFlagsFinal", "-version"])?;
+    out.should_have_exit_value(0)?.stdout_should_contain("[Global flags]\n")?;
+    let listed = names(&out.stdout);
+    let mut sorted = listed.clone();
+    sorted.sort();
+    check(listed == sorted, || format!("not sorted: {listed:?}"))?;
+    check(!listed.iter().any(|n| n == "DisableTHPStackMitigation"), || "a locked flag is listed".into())?;
+    for line in out.stdout.lines().skip(1) {
+        check(line.find(" = ") == Some(50), || format!("' = ' not at column 50: {line}"))?;
+        let kind_end = line.rfind("} {").map(|i| i + 1);
+        check(kind_end == Some(104) || line.len() > 110, || format!("kind braces do not end at column 104: {line}"))?;
+    }
+    out.stdout_should_contain("   size_t MaxHeapSize                              = 67108864                                  {product} {command line}")?
+        .stdout_should_contain("   size_t PreTouchParallelChunkSize                = 4194304                                {pd product} {default}")?
+        .should_match("size_t InitialHeapSize += [0-9]+ +\\{product\\} \\{ergonomic\\}")?;
+
+    let unlocked = ProcessTools::execute_limited_test_vm(&[
+        "-XX:+UnlockDiagnosticVMOptions",
+        "-XX:+UnlockExperimentalVMOptions",
+        "-XX:+PrintFlagsFinal",
+        "-version",
+    ])?;
+    unlocked
+        .should_match("bool DisableTHPStackMitigation += false +\\{diagnostic\\} \\{default\\}")?
+        .should_match("bool BackgroundPreTouch += false +\\{experimental\\} \\{default\\}")?
+        .should_match("bool UnlockDiagnosticVMOptions += true +\\{diagnostic\\} \\{command line\\}")?;
+    check(names(&unlocked.stdout).len() > listed.len(), || "unlocking shows no more flags".into())?;
+
+    ProcessTools::execute_limited_test_vm(&["-XX:+PrintFlagsInitial"])?
+        .should_have_exit_value(0)?
+        .should_match("size_t MaxHeapSize += 134217728 +\\{product\\} \\{default\\}")?
+        .should_match("size_t InitialHeapSize += 0 +\\{product\\} \\{default\\}")?;
+
+    let ranges = ProcessTools::execute_limited_test_vm(&["-XX:+PrintFlagsRanges", "-version"])?;
+    ranges
+        .stdout_should_contain("[Global flags ranges]\n")?
+        .stdout_should_contain("   size_t PreTouchParallelChunkSize                          [ 4096                      ...       9223372036854775807 ]                         {pd product} {default}")?
+        .stdout_should_contain("      int ActiveProcessorCount                               [                           ...                           ]                            {product} {default}")?
+        .should_not_contain(" bool ")?;
+
+    ProcessTools::execute_limited_test_vm(&["-XX:+AlwaysPreTouch", "-Xmx64m", "-XX:+PrintCommandLineFlags", "-version"])?
+        .should_match("^-XX:\\+AlwaysPreTouch -XX:InitialHeapSize=[0-9]+ -XX:MaxHeapSize=67108864 -XX:MinHeapSize=[0-9]+ -XX:\\+PrintCommandLineFlags $")?;
+    Ok(())
+}
