@@ -58,8 +58,38 @@ pub fn has_main(name: &str) -> bool {
 /// `MADV_POPULATE_WRITE` failing with `EINVAL`). Kernel-level (seccomp), in the child only.
 pub const DENY_MADVISE_ENV: &str = "RTVM_TEST_DENY_MADVISE";
 
+/// The environment variable with which a test lowers resource limits of a child test VM
+/// before the VM is created: `as=<bytes>,data=<bytes>,nproc=<n>,nofile=<n>` (any subset).
+pub const RLIMITS_ENV: &str = "RTVM_TEST_RLIMITS";
+
+fn apply_rlimits(spec: &str) -> Result<(), String> {
+    use rtvm::os::system::{set_soft_limit, Limit};
+    for item in spec.split(',').filter(|s| !s.is_empty()) {
+        let (name, value) = item
+            .split_once('=')
+            .ok_or_else(|| format!("'{item}' is not name=value"))?;
+        let limit = match name {
+            "as" => Limit::AddressSpace,
+            "data" => Limit::Data,
+            "nproc" => Limit::Processes,
+            "nofile" => Limit::OpenFiles,
+            _ => return Err(format!("unknown limit '{name}'")),
+        };
+        let value: u64 = rtvm::flags::value::parse_unsigned(value)
+            .ok_or_else(|| format!("bad value in '{item}'"))?;
+        set_soft_limit(limit, value).map_err(|e| format!("setting {name}={value}: {e}"))?;
+    }
+    Ok(())
+}
+
 /// The test VM: runs the rtvm launcher with the test mains.
 pub fn test_vm_main(args: &[String]) -> i32 {
+    if let Ok(spec) = std::env::var(RLIMITS_ENV) {
+        if let Err(e) = apply_rlimits(&spec) {
+            eprintln!("{RLIMITS_ENV}={spec}: {e}");
+            return 1;
+        }
+    }
     if let Ok(spec) = std::env::var(DENY_MADVISE_ENV) {
         let parsed = spec
             .split_once(':')

@@ -119,6 +119,48 @@ impl ProcessTools {
         })
     }
 
+    /// Starts a command and returns at once; its stdout can be watched line by line while it
+    /// runs (e.g. to read `/proc/<pid>/smaps` while a child VM holds its threads).
+    pub fn start(mut command: Command) -> Result<RunningProcess, TestFailure> {
+        let line = describe(&command);
+        println!("Command line: [{line}]");
+        let mut child = command
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| TestFailure(format!("cannot start [{line}]: {e}")))?;
+        let stdout = child.stdout.take().expect("piped");
+        let mut stderr = child.stderr.take().expect("piped");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let out_thread = std::thread::spawn(move || {
+            use std::io::BufRead;
+            let mut all = String::new();
+            for l in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                all.push_str(&l);
+                all.push('\n');
+                let _ = tx.send(l);
+            }
+            all
+        });
+        let err_thread = std::thread::spawn(move || {
+            use std::io::Read;
+            let mut v = Vec::new();
+            let _ = stderr.read_to_end(&mut v);
+            String::from_utf8_lossy(&v).into_owned()
+        });
+        Ok(RunningProcess {
+            child,
+            command: line,
+            lines: rx,
+            out_thread,
+            err_thread,
+        })
+    }
+
     /// `create_test_vm` + `execute`.
     pub fn execute_test_vm(args: &[&str]) -> Result<OutputAnalyzer, TestFailure> {
         Self::execute(Self::create_test_vm(args))
@@ -137,6 +179,73 @@ fn describe(c: &Command) -> String {
         s.push_str(&a.to_string_lossy());
     }
     s
+}
+
+/// A child that is still running.
+#[derive(Debug)]
+pub struct RunningProcess {
+    child: std::process::Child,
+    command: String,
+    lines: std::sync::mpsc::Receiver<String>,
+    out_thread: std::thread::JoinHandle<String>,
+    err_thread: std::thread::JoinHandle<String>,
+}
+
+impl RunningProcess {
+    /// The child's pid.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Waits until a stdout line contains `needle` and returns it; fails after `timeout` or
+    /// when the child's stdout ends first.
+    pub fn wait_for_line(
+        &mut self,
+        needle: &str,
+        timeout: std::time::Duration,
+    ) -> Result<String, TestFailure> {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) if l.contains(needle) => return Ok(l),
+                Ok(_) => {}
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    return Err(TestFailure(format!(
+                        "no line with '{needle}' within {timeout:?} from [{}]",
+                        self.command
+                    )))
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    return Err(TestFailure(format!(
+                        "[{}] ended without printing '{needle}'",
+                        self.command
+                    )))
+                }
+            }
+        }
+    }
+
+    /// Waits for the child to end and returns its whole output.
+    pub fn finish(mut self) -> Result<OutputAnalyzer, TestFailure> {
+        let status = self
+            .child
+            .wait()
+            .map_err(|e| TestFailure(format!("waiting for [{}]: {e}", self.command)))?;
+        let stdout = self.out_thread.join().unwrap_or_default();
+        let stderr = self.err_thread.join().unwrap_or_default();
+        use std::os::unix::process::ExitStatusExt;
+        let exit = status
+            .code()
+            .unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
+        Ok(OutputAnalyzer {
+            command: self.command,
+            stdout,
+            stderr,
+            exit,
+            signal: status.signal(),
+        })
+    }
 }
 
 /// The output of a finished child: both streams kept apart, the exit value, and checks

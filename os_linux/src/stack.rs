@@ -172,13 +172,26 @@ impl StackMapping {
         self.guard_installed.load(Ordering::Acquire)
     }
 
-    /// `MADV_COLLAPSE` over the whole mapping: what khugepaged would do to it, done now.
-    /// Refused with `EINVAL` when the mapping is `MADV_NOHUGEPAGE`. Keeps every byte.
-    pub fn collapse(&self) -> Result<()> {
+    /// `MADV_COLLAPSE` over every `huge_page`-aligned region the stack touches: what
+    /// khugepaged would do to the memory around it, done now. A stack is rarely aligned to
+    /// the huge page size, so the regions reach into the neighbouring mappings — with which
+    /// an unmitigated stack has merged, exactly as khugepaged sees it. Refused with `EINVAL`
+    /// when any part is `MADV_NOHUGEPAGE`; `ENOMEM` if a region is not fully mapped. A
+    /// collapse keeps every byte of every page, ours and the neighbours'.
+    pub fn collapse(&self, huge_page: usize) -> Result<()> {
         let m = &self.layout.mapping;
-        // SAFETY: the range is this stack's mapping; a collapse never changes contents.
-        unsafe { sys::madvise(m.start, m.len(), MADV_COLLAPSE) }
-            .map_err(|e| OsError::new(Operation::Advise("MADV_COLLAPSE"), m.start, m.len(), e))
+        let huge = if huge_page.is_power_of_two() {
+            huge_page
+        } else {
+            base_page_size()
+        };
+        let start = m.start & !(huge - 1);
+        let end = (m.end + huge - 1) & !(huge - 1);
+        // SAFETY: MADV_COLLAPSE copies the pages of each region into a huge page and never
+        // changes what any address reads, so it is sound on our mapping and on neighbouring
+        // memory alike; unmapped parts make the call fail, not fault.
+        unsafe { sys::madvise(start, end - start, MADV_COLLAPSE) }
+            .map_err(|e| OsError::new(Operation::Advise("MADV_COLLAPSE"), start, end - start, e))
     }
 
     /// Resident bytes of the whole mapping, per `mincore` (how HotSpot's NMT measures

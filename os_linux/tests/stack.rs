@@ -39,7 +39,7 @@ fn mitigated_stack_is_guarded_and_nh_before_any_thread() {
         "every part is MADV_NOHUGEPAGE: {smaps:?}"
     );
     assert_eq!(
-        s.collapse().unwrap_err().errno,
+        s.collapse(2 * MIB).unwrap_err().errno,
         Errno::EINVAL,
         "khugepaged cannot touch it"
     );
@@ -190,5 +190,52 @@ fn spawn_failure_leaks_no_mapping() {
     assert!(
         maps_in(range.start, range.end).is_empty(),
         "the stack was unmapped"
+    );
+}
+
+static PREVIOUS_HANDLER_RAN: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn previous_handler(
+    _sig: libc::c_int,
+    _info: *mut libc::siginfo_t,
+    _ctx: *mut libc::c_void,
+) {
+    PREVIOUS_HANDLER_RAN.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+#[test]
+fn faults_that_are_not_guard_hits_go_to_the_previous_handler() {
+    if child_role().is_some() {
+        // SAFETY: installs a handler that only stores to an atomic (async-signal-safe); the
+        // sigaction struct is zeroed and then filled in.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = previous_handler as *const () as usize;
+            action.sa_flags = libc::SA_SIGINFO;
+            libc::sigemptyset(&mut action.sa_mask);
+            assert_eq!(
+                libc::sigaction(libc::SIGSEGV, &action, std::ptr::null_mut()),
+                0
+            );
+        }
+        rtvm_os_linux::stack::install_overflow_handler();
+        // SAFETY: raise only delivers SIGSEGV to this thread; the chained handler returns.
+        unsafe { libc::raise(libc::SIGSEGV) };
+        assert!(
+            PREVIOUS_HANDLER_RAN.load(std::sync::atomic::Ordering::SeqCst),
+            "the earlier handler was not called"
+        );
+        println!("CHAINED");
+        return;
+    }
+    let out = run_child(
+        "faults_that_are_not_guard_hits_go_to_the_previous_handler",
+        "chain",
+    );
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("CHAINED"),
+        "{}",
+        describe(&out)
     );
 }

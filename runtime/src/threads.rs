@@ -186,6 +186,8 @@ pub struct ThreadInfo {
     pub layout: StackLayout,
     /// Whether the stack is `MADV_NOHUGEPAGE`.
     pub no_huge_pages: bool,
+    /// The THP page size, for khugepaged emulation.
+    huge_page: usize,
     sync: Mutex<Handshake>,
     cv: Condvar,
     os: Mutex<Option<OsThread>>,
@@ -237,11 +239,12 @@ impl ThreadInfo {
             .unwrap_or(0)
     }
 
-    /// `MADV_COLLAPSE` over the stack: what khugepaged would do to it, now.
+    /// `MADV_COLLAPSE` over the huge-page regions around the stack: what khugepaged would
+    /// do to them, now (see [`StackMapping::collapse`]).
     pub fn collapse_stack(&self) -> Result<(), OsError> {
         let os = self.os.lock().unwrap_or_else(|p| p.into_inner());
         match os.as_ref() {
-            Some(t) => t.stack().collapse(),
+            Some(t) => t.stack().collapse(self.huge_page),
             None => Err(OsError {
                 op: rtvm_os_linux::Operation::Advise("MADV_COLLAPSE"),
                 addr: self.layout.mapping.start,
@@ -354,6 +357,7 @@ pub(crate) fn spawn(
         kind,
         layout: mapping.layout().clone(),
         no_huge_pages: spec.no_huge_pages,
+        huge_page: policy.thp_page_size.unwrap_or(2 << 20),
         sync: Mutex::new(Handshake {
             state: ThreadState::Allocated,
             tid: 0,

@@ -1,0 +1,120 @@
+/*
+ * @test id=address-space
+ * @summary Under a low RLIMIT_AS, thread creation fails part-way with HotSpot's message;
+ *          the threads already started keep running, nothing is leaked, the VM goes on
+ * @requires os.family == "linux"
+ * @run driver TestThreadFailure address-space
+ */
+
+/*
+ * @test id=absurd-xss
+ * @summary An -Xss the address space cannot hold fails the main thread's start cleanly
+ * @requires os.family == "linux"
+ * @run driver TestThreadFailure absurd-xss
+ */
+
+/*
+ * @test id=idle-threads
+ * @summary IdleThreads 10000 under a low limit reports the thread that failed, stops the
+ *          others and exits 1
+ * @requires os.family == "linux"
+ * @run driver TestThreadFailure idle-threads
+ */
+
+use std::sync::{Arc, Condvar, Mutex};
+
+use rtvm_jtreg::testlib::*;
+
+fn with_limits(limits: &str, args: &[&str]) -> Result<OutputAnalyzer, TestFailure> {
+    let mut c = ProcessTools::create_limited_test_vm(args);
+    c.env(rtvm_jtreg::RLIMITS_ENV, limits);
+    ProcessTools::execute(c)
+}
+
+fn vm_size_kb() -> Result<u64, TestFailure> {
+    Ok(rtvm::os::procfs::read_status().map_err(|e| TestFailure(e.to_string()))?.vm_size_kb)
+}
+
+
+/// In the child: lower RLIMIT_AS to 256 MB above what is mapped now, start threads until
+/// one fails, then check the error, the survivors and that no stack mapping is left.
+fn child(vm: &Vm) -> TestResult {
+    use rtvm::os::system::{set_soft_limit, soft_limit, Limit};
+    let original = soft_limit(Limit::AddressSpace).unwrap_or(u64::MAX);
+    set_soft_limit(Limit::AddressSpace, vm_size_kb()? * 1024 + (256 << 20))?;
+    let gate = Arc::new((Mutex::new((0usize, false)), Condvar::new()));
+    let mut threads = Vec::new();
+    let failure = loop {
+        let g = Arc::clone(&gate);
+        let spawned = vm.spawn(&format!("Idle#{}", threads.len()), move || {
+            let (m, cv) = &*g;
+            let mut s = m.lock().unwrap();
+            s.0 += 1;
+            cv.notify_all();
+            while !s.1 {
+                s = cv.wait(s).unwrap();
+            }
+        });
+        match spawned {
+            Ok(t) => threads.push(t),
+            Err(e) => break e,
+        }
+        check(threads.len() < 100_000, || "no failure under a 256 MB address-space limit".into())?;
+    };
+    let message = failure.to_string();
+    println!("FAILED AT {}: {message}", threads.len());
+    let expected = format!("Failed to start thread \"Idle#{}\" - mmap failed (ENOMEM) for attributes: stacksize: 1024k, guardsize: 4k, joinable.", threads.len());
+    check(message == expected, || format!("message was: {message}\nexpected:    {expected}"))?;
+    check(threads.len() > 10, || format!("only {} threads started before the failure", threads.len()))?;
+    // The started threads are all alive and reach their body.
+    let (m, cv) = &*gate;
+    let mut s = m.lock().unwrap();
+    while s.0 < threads.len() {
+        s = cv.wait(s).unwrap();
+    }
+    drop(s);
+    // The VM goes on: with the limit back, a thread starts again.
+    set_soft_limit(Limit::AddressSpace, original)?;
+    vm.spawn("after-failure", || println!("after-failure ran"))?.join()?;
+    m.lock().unwrap().1 = true;
+    cv.notify_all();
+    let started = threads.len();
+    let stacks: Vec<_> = threads.iter().map(|t| t.info().layout.mapping.clone()).collect();
+    for t in threads {
+        t.join()?;
+    }
+    let left: usize = stacks
+        .iter()
+        .map(|r| rtvm::os::procfs::maps_overlapping(r.start, r.end).map(|m| m.len()))
+        .sum::<Result<usize, _>>()?;
+    println!("started={started} stack mappings left after join={left}");
+    check(left == 0, || format!("{left} stack mappings leaked"))?;
+    Ok(())
+}
+
+pub fn main(vm: &Vm, args: &[String]) -> TestResult {
+    match args.first().map(String::as_str) {
+        Some("address-space") => {
+            let out = ProcessTools::execute_limited_test_vm(&["-Xmx32m", "-Xss1m", "TestThreadFailure", "child"])?;
+            out.should_have_exit_value(0)?.stdout_should_contain("after-failure ran")?.stdout_should_contain("stack mappings left after join=0")?;
+            Ok(())
+        }
+        Some("absurd-xss") => {
+            // 1 GiB stacks under a 768 MiB address-space limit: the main thread cannot start.
+            let out = with_limits("as=768m", &["-Xmx32m", "-Xss1g", "IdleThreads", "1"])?;
+            out.should_have_exit_value(1)?
+                .stderr_should_contain("Failed to start thread \"main\" - mmap failed (ENOMEM) for attributes: stacksize: 1048580k, guardsize: 4k, joinable.")?
+                .should_not_contain("panicked")?;
+            Ok(())
+        }
+        Some("idle-threads") => {
+            let out = with_limits("as=1g", &["-Xmx32m", "IdleThreads", "10000"])?;
+            out.should_have_exit_value(1)?
+                .should_match("Exception in thread \"main\" Failed to start thread \"Idle#[0-9]+\" - mmap failed \\(ENOMEM\\) for attributes: stacksize: 1024k, guardsize: 4k, joinable\\. \\([0-9]+ of 10000 threads had started; all stopped\\)")?
+                .should_not_contain("IdleThreads: threads=")?;
+            Ok(())
+        }
+        Some("child") => child(vm),
+        other => Err(TestFailure(format!("unknown mode {other:?}")).into()),
+    }
+}
