@@ -361,6 +361,11 @@ pub fn spawn(
 }
 
 impl OsThread {
+    /// The pthread id (as HotSpot prints it in thread logs).
+    pub fn pthread_id(&self) -> u64 {
+        self.pthread
+    }
+
     /// The stack the thread runs on.
     pub fn stack(&self) -> &StackMapping {
         self.stack.as_ref().expect("stack present until drop")

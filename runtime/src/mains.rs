@@ -8,11 +8,14 @@ use rtvm_os_linux::procfs;
 use crate::launcher::MainResult;
 use crate::vm::Vm;
 
-/// A latch the idle threads report to and wait on.
+/// A latch the idle threads report to and wait on. Two condition variables, so that a
+/// thread reporting in wakes only the waiting main, never the other idle threads (a single
+/// one would make starting N threads cost N² wake-ups).
 #[derive(Default)]
 struct Idle {
     state: Mutex<(usize, bool)>, // (started, stop)
-    cv: Condvar,
+    started: Condvar,
+    stop: Condvar,
 }
 
 /// One line from the kernel's view: `VmRSS`, `Threads` and `AnonHugePages`.
@@ -48,9 +51,9 @@ pub fn idle_threads(vm: &Vm, args: &[String]) -> MainResult {
         let spawned = vm.spawn(&format!("Idle#{i}"), move || {
             let mut s = idle_c.state.lock().unwrap_or_else(|p| p.into_inner());
             s.0 += 1;
-            idle_c.cv.notify_all();
+            idle_c.started.notify_one();
             while !s.1 {
-                s = idle_c.cv.wait(s).unwrap_or_else(|p| p.into_inner());
+                s = idle_c.stop.wait(s).unwrap_or_else(|p| p.into_inner());
             }
         });
         match spawned {
@@ -65,7 +68,7 @@ pub fn idle_threads(vm: &Vm, args: &[String]) -> MainResult {
     if failure.is_none() {
         let mut s = idle.state.lock().unwrap_or_else(|p| p.into_inner());
         while s.0 < started {
-            s = idle.cv.wait(s).unwrap_or_else(|p| p.into_inner());
+            s = idle.started.wait(s).unwrap_or_else(|p| p.into_inner());
         }
         drop(s);
         println!("{}", memory_line("IdleThreads", count)?);
@@ -76,7 +79,7 @@ pub fn idle_threads(vm: &Vm, args: &[String]) -> MainResult {
     {
         let mut s = idle.state.lock().unwrap_or_else(|p| p.into_inner());
         s.1 = true;
-        idle.cv.notify_all();
+        idle.stop.notify_all();
     }
     for t in threads {
         t.join()?;

@@ -6,9 +6,11 @@
 //! 1. **Allocated.** The parent sizes and maps the stack. With the mitigation on, the guard
 //!    zone is `PROT_NONE` and the whole stack `MADV_NOHUGEPAGE` at this point — before any
 //!    thread exists.
-//! 2. **Initialized.** The child reports in: its tid and the stack bounds glibc sees. It then
-//!    waits for the parent's go (a test can hold it here: the window in which khugepaged
-//!    could collapse an unmitigated stack, made deterministic).
+//! 2. **Initialized.** The child reports in: its tid and the stack bounds glibc sees. A held
+//!    thread then waits for the parent's go (a test holds it here: the window in which
+//!    khugepaged could collapse an unmitigated stack, made deterministic), and the parent
+//!    waits for the report. A thread that is not held goes straight on: the parent does not
+//!    block on every thread start, so starting threads costs no context switch.
 //! 3. **Runnable.** The child sleeps 100 ms with `-XX:+DelayThreadStartALot`, places its
 //!    guard zone if the mitigation is off (as glibc and HotSpot did), pretouches its stack
 //!    with `-XX:+AlwaysPreTouchStacks`, and runs the body.
@@ -362,7 +364,7 @@ pub(crate) fn spawn(
             state: ThreadState::Allocated,
             tid: 0,
             glibc_stack: None,
-            go: false,
+            go: !hold,
             outcome: None,
         }),
         cv: Condvar::new(),
@@ -372,38 +374,34 @@ pub(crate) fn spawn(
     let policy_c = policy.clone();
     let entry = Box::new(move |ctx: &mut ThreadContext| run_child(&child, &policy_c, ctx, body));
     let os = stack::spawn(mapping, entry).map_err(|e| fail("pthread_create", e.errno))?;
+    let pthread = os.pthread_id();
     *info.os.lock().unwrap_or_else(|p| p.into_inner()) = Some(os);
     registry
         .threads
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .push(Arc::clone(&info));
-
-    // Handshake: wait until the child has reported in.
-    let mut hs = info.lock();
-    while hs.state == ThreadState::Allocated {
-        hs = info.cv.wait(hs).unwrap_or_else(|p| p.into_inner());
-    }
-    let tid = hs.tid;
-    drop(hs);
     let l = &info.layout;
     log::info!(
         target: "os+thread",
-        "Thread \"{name}\" started (tid: {tid}, attributes: {attrs}; stack: {:#x}-{:#x}, guard: {:#x}-{:#x}, THP prevented: {}).",
+        "Thread \"{name}\" started (pthread id: {pthread}, attributes: {attrs}; stack: {:#x}-{:#x}, guard: {:#x}-{:#x}, THP prevented: {}).",
         l.usable.start,
         l.usable.end,
         l.guard.start,
         l.guard.end,
         if spec.no_huge_pages { "yes" } else if policy.mitigated { "not needed" } else { "no" }
     );
-    let thread = VmThread {
+    if hold {
+        // A held thread is in its start window once it has reported in.
+        let mut hs = info.lock();
+        while hs.state == ThreadState::Allocated {
+            hs = info.cv.wait(hs).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+    Ok(VmThread {
         info,
         registry: Arc::clone(registry),
-    };
-    if !hold {
-        thread.start();
-    }
-    Ok(thread)
+    })
 }
 
 fn mapping_op(e: &OsError) -> &'static str {
@@ -416,18 +414,27 @@ fn mapping_op(e: &OsError) -> &'static str {
 
 fn run_child(info: &ThreadInfo, policy: &StackPolicy, ctx: &mut ThreadContext, body: Body) {
     let tid = rtvm_os_linux::system::current_tid();
-    {
+    let held = {
         let mut hs = info.lock();
         hs.tid = tid;
         hs.glibc_stack = stack::current_thread_stack();
         hs.state = ThreadState::Initialized;
-        info.cv.notify_all();
-        while !hs.go {
-            hs = info.cv.wait(hs).unwrap_or_else(|p| p.into_inner());
+        let held = !hs.go;
+        if held {
+            info.cv.notify_all();
+            while !hs.go {
+                hs = info.cv.wait(hs).unwrap_or_else(|p| p.into_inner());
+            }
         }
         hs.state = ThreadState::Runnable;
-    }
-    log::debug!(target: "os+thread", "Thread is alive (tid: {tid}).");
+        held
+    };
+    log::info!(
+        target: "os+thread",
+        "Thread is alive (tid: {tid}, name: \"{}\"{}).",
+        info.name,
+        if held { ", was held at start" } else { "" }
+    );
     if policy.delay_start {
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -479,8 +486,10 @@ impl VmThread {
     /// Lets a held thread run its body (no-op if it already runs).
     pub fn start(&self) {
         let mut hs = self.info.lock();
-        hs.go = true;
-        self.info.cv.notify_all();
+        if !hs.go {
+            hs.go = true;
+            self.info.cv.notify_all();
+        }
     }
 
     /// Waits for the body to finish, unmaps the stack and removes the thread from the

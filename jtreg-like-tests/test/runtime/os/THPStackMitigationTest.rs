@@ -174,17 +174,17 @@ fn collapse(extra: &[&str], expect_refused: bool) -> TestResult {
 /// In the child VM: start the threads held in their start window, collapse every stack,
 /// let them run, report.
 fn collapse_child(vm: &Vm, count: usize) -> TestResult {
-    let state = Arc::new((Mutex::new((0usize, false)), Condvar::new()));
+    let state = Arc::new((Mutex::new((0usize, false)), Condvar::new(), Condvar::new()));
     let mut threads = Vec::new();
     for i in 0..count {
         let s = Arc::clone(&state);
         let t = vm.thread(&format!("Idle#{i}")).hold_at_start(true).spawn(move || {
-            let (m, cv) = &*s;
+            let (m, started, stop) = &*s;
             let mut g = m.lock().unwrap();
             g.0 += 1;
-            cv.notify_all();
+            started.notify_one();
             while !g.1 {
-                g = cv.wait(g).unwrap();
+                g = stop.wait(g).unwrap();
             }
         })?;
         threads.push(t);
@@ -206,16 +206,16 @@ fn collapse_child(vm: &Vm, count: usize) -> TestResult {
     for t in &threads {
         t.start();
     }
-    let (m, cv) = &*state;
+    let (m, started, stop) = &*state;
     let mut g = m.lock().unwrap();
     while g.0 < count {
-        g = cv.wait(g).unwrap();
+        g = started.wait(g).unwrap();
     }
     drop(g);
     println!("Collapse: threads={count} collapsed={collapsed} refused={refused} other={other} rss_before_kB={rss_before}");
     println!("{}", rtvm::mains::memory_line("IdleThreads", count)?);
     m.lock().unwrap().1 = true;
-    cv.notify_all();
+    stop.notify_all();
     for t in threads {
         t.join()?;
     }

@@ -42,17 +42,17 @@ fn child(vm: &Vm) -> TestResult {
     use rtvm::os::system::{set_soft_limit, soft_limit, Limit};
     let original = soft_limit(Limit::AddressSpace).unwrap_or(u64::MAX);
     set_soft_limit(Limit::AddressSpace, vm_size_kb()? * 1024 + (256 << 20))?;
-    let gate = Arc::new((Mutex::new((0usize, false)), Condvar::new()));
+    let gate = Arc::new((Mutex::new((0usize, false)), Condvar::new(), Condvar::new()));
     let mut threads = Vec::new();
     let failure = loop {
         let g = Arc::clone(&gate);
         let spawned = vm.spawn(&format!("Idle#{}", threads.len()), move || {
-            let (m, cv) = &*g;
+            let (m, started, stop) = &*g;
             let mut s = m.lock().unwrap();
             s.0 += 1;
-            cv.notify_all();
+            started.notify_one();
             while !s.1 {
-                s = cv.wait(s).unwrap();
+                s = stop.wait(s).unwrap();
             }
         });
         match spawned {
@@ -67,17 +67,17 @@ fn child(vm: &Vm) -> TestResult {
     check(message == expected, || format!("message was: {message}\nexpected:    {expected}"))?;
     check(threads.len() > 10, || format!("only {} threads started before the failure", threads.len()))?;
     // The started threads are all alive and reach their body.
-    let (m, cv) = &*gate;
+    let (m, started, stop) = &*gate;
     let mut s = m.lock().unwrap();
     while s.0 < threads.len() {
-        s = cv.wait(s).unwrap();
+        s = started.wait(s).unwrap();
     }
     drop(s);
     // The VM goes on: with the limit back, a thread starts again.
     set_soft_limit(Limit::AddressSpace, original)?;
     vm.spawn("after-failure", || println!("after-failure ran"))?.join()?;
     m.lock().unwrap().1 = true;
-    cv.notify_all();
+    stop.notify_all();
     let started = threads.len();
     let stacks: Vec<_> = threads.iter().map(|t| t.info().layout.mapping.clone()).collect();
     for t in threads {

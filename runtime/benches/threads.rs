@@ -1,0 +1,318 @@
+//! Thread start rate and per-thread RSS for 1000 threads with 2 MiB stacks: rtvm with the
+//! THP stack mitigation, without it, `std::thread` with the same stack size, the OS-layer
+//! cost of `MADV_NOHUGEPAGE` alone, and a 1000-thread Java program (`java -Xss2m`) run in the
+//! same session as the reference.
+//!
+//! `cargo bench -p rtvm --bench threads [-- --rounds N]`
+//!
+//! A sample starts 1000 threads that each report in and then wait, and stops the clock when
+//! all 1000 run; RSS is read from `/proc/self/status` at that point, against a reading taken
+//! just before. Variants are interleaved in a rotating order; medians are reported.
+
+use std::collections::BTreeMap;
+use std::process::Command;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use rtvm::os::procfs::read_status;
+use rtvm::os::stack::{self, recommended_alt_stack_size, StackMapping, StackSpec};
+use rtvm::{InitArgs, Vm};
+
+const THREADS: usize = 1000;
+const STACK: usize = 2 << 20;
+
+/// (started, stop) with one condition variable each: a thread reporting in wakes only the
+/// main thread.
+/// A variant's sampler: (time to all-running, RSS growth in kB).
+type Sampler = fn() -> (Duration, u64);
+
+type Gate = Arc<(Mutex<(usize, bool)>, Condvar, Condvar)>;
+
+fn gate() -> Gate {
+    Arc::new((Mutex::new((0, false)), Condvar::new(), Condvar::new()))
+}
+
+fn body(g: &Gate) -> impl FnOnce() + Send + 'static {
+    let g = Arc::clone(g);
+    move || {
+        let (m, started, stop) = &*g;
+        let mut s = m.lock().unwrap();
+        s.0 += 1;
+        started.notify_one();
+        while !s.1 {
+            s = stop.wait(s).unwrap();
+        }
+    }
+}
+
+fn wait_all(g: &Gate, n: usize) {
+    let (m, started, _) = &**g;
+    let mut s = m.lock().unwrap();
+    while s.0 < n {
+        s = started.wait(s).unwrap();
+    }
+}
+
+fn release(g: &Gate) {
+    let (m, _, stop) = &**g;
+    m.lock().unwrap().1 = true;
+    stop.notify_all();
+}
+
+fn rss_kb() -> u64 {
+    read_status().unwrap().vm_rss_kb
+}
+
+/// (time to all-running, RSS growth in kB)
+fn rtvm_sample(mitigated: bool) -> (Duration, u64) {
+    let mut opts = vec!["-Xms8m", "-Xmx8m", "-Xss2m", "-XX:ParallelGCThreads=1"];
+    if !mitigated {
+        opts.extend([
+            "-XX:+UnlockDiagnosticVMOptions",
+            "-XX:+DisableTHPStackMitigation",
+        ]);
+    }
+    let vm = Vm::create(InitArgs::new(opts)).expect("create VM");
+    let g = gate();
+    let before = rss_kb();
+    let start = Instant::now();
+    let threads: Vec<_> = (0..THREADS)
+        .map(|i| vm.spawn(&format!("T{i}"), body(&g)).expect("spawn"))
+        .collect();
+    wait_all(&g, THREADS);
+    let elapsed = start.elapsed();
+    let grown = rss_kb().saturating_sub(before);
+    release(&g);
+    for t in threads {
+        t.join().unwrap();
+    }
+    vm.shutdown().unwrap();
+    (elapsed, grown)
+}
+
+fn std_sample() -> (Duration, u64) {
+    let g = gate();
+    let before = rss_kb();
+    let start = Instant::now();
+    let threads: Vec<_> = (0..THREADS)
+        .map(|_| {
+            std::thread::Builder::new()
+                .stack_size(STACK)
+                .spawn(body(&g))
+                .expect("spawn")
+        })
+        .collect();
+    wait_all(&g, THREADS);
+    let elapsed = start.elapsed();
+    let grown = rss_kb().saturating_sub(before);
+    release(&g);
+    for t in threads {
+        t.join().unwrap();
+    }
+    (elapsed, grown)
+}
+
+/// The OS layer alone: map + spawn, with or without MADV_NOHUGEPAGE (guard placed early in
+/// both), to isolate what the advice costs per thread.
+fn os_sample(no_huge: bool) -> (Duration, u64) {
+    let g = gate();
+    let before = rss_kb();
+    let start = Instant::now();
+    let threads: Vec<_> = (0..THREADS)
+        .map(|i| {
+            let spec = StackSpec {
+                size: STACK + 4096,
+                guard_size: 4096,
+                alt_stack_size: recommended_alt_stack_size(),
+                no_huge_pages: no_huge,
+                guard_early: true,
+                name: format!("T{i}"),
+            };
+            let b = body(&g);
+            stack::spawn(StackMapping::map(&spec).unwrap(), Box::new(move |_| b())).unwrap()
+        })
+        .collect();
+    wait_all(&g, THREADS);
+    let elapsed = start.elapsed();
+    let grown = rss_kb().saturating_sub(before);
+    release(&g);
+    for t in threads {
+        t.join();
+    }
+    (elapsed, grown)
+}
+
+const JAVA_SOURCE: &str = r#"
+import java.nio.file.*;
+import java.util.concurrent.*;
+public class ThreadStart {
+    static long rssKb() throws Exception {
+        for (String l : Files.readAllLines(Paths.get("/proc/self/status")))
+            if (l.startsWith("VmRSS:")) return Long.parseLong(l.replaceAll("[^0-9]", ""));
+        return -1;
+    }
+    public static void main(String[] a) throws Exception {
+        int n = Integer.parseInt(a[0]);
+        for (int round = 0; round < Integer.parseInt(a[1]); round++) {
+            CountDownLatch started = new CountDownLatch(n), stop = new CountDownLatch(1);
+            Thread[] t = new Thread[n];
+            long rss0 = rssKb();
+            long t0 = System.nanoTime();
+            for (int i = 0; i < n; i++) {
+                t[i] = new Thread(() -> { started.countDown(); try { stop.await(); } catch (InterruptedException e) {} });
+                t[i].start();
+            }
+            started.await();
+            long ns = System.nanoTime() - t0;
+            long rss1 = rssKb();
+            stop.countDown();
+            for (Thread x : t) x.join();
+            System.out.println("sample " + ns + " " + (rss1 - rss0));
+        }
+    }
+}
+"#;
+
+/// Compiles and runs the Java program; returns its samples, or why there are none.
+fn java_samples(rounds: usize) -> Result<Vec<(Duration, u64)>, String> {
+    let dir = std::env::temp_dir().join(format!("rtvm-thread-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    std::fs::write(dir.join("ThreadStart.java"), JAVA_SOURCE).map_err(|e| e.to_string())?;
+    let javac = Command::new("javac")
+        .arg("ThreadStart.java")
+        .current_dir(&dir)
+        .status()
+        .map_err(|e| format!("javac: {e}"))?;
+    if !javac.success() {
+        return Err("javac failed".into());
+    }
+    let out = Command::new("java")
+        .args([
+            "-Xss2m",
+            "-Xms64m",
+            "-Xmx64m",
+            "-XX:+UseSerialGC",
+            "-cp",
+            ".",
+            "ThreadStart",
+            &THREADS.to_string(),
+            &(rounds + 1).to_string(),
+        ])
+        .current_dir(&dir)
+        .output()
+        .map_err(|e| format!("java: {e}"))?;
+    let _ = std::fs::remove_dir_all(&dir);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let samples: Vec<(Duration, u64)> = text
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.strip_prefix("sample ")?.split_whitespace();
+            Some((
+                Duration::from_nanos(f.next()?.parse().ok()?),
+                f.next()?.parse::<i64>().ok()?.max(0) as u64,
+            ))
+        })
+        .skip(1) // the first round warms up the JIT
+        .collect();
+    if samples.is_empty() {
+        return Err(format!(
+            "no samples from java: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(samples)
+}
+
+fn median<T: Ord + Copy>(mut v: Vec<T>) -> T {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--list") {
+        return;
+    }
+    let rounds = args
+        .iter()
+        .position(|a| a == "--rounds")
+        .and_then(|i| args.get(i + 1)?.parse().ok())
+        .unwrap_or(7usize);
+    let pages = rtvm::os::PageInfo::detect();
+    println!(
+        "thread bench: {THREADS} threads × 2 MiB stacks, {rounds} rounds interleaved, THP mode {}",
+        pages.thp.mode
+    );
+    let variants: [(&str, Sampler); 5] = [
+        (
+            "rtvm, mitigation on (guard + MADV_NOHUGEPAGE before start)",
+            || rtvm_sample(true),
+        ),
+        (
+            "rtvm, mitigation off (-XX:+DisableTHPStackMitigation)",
+            || rtvm_sample(false),
+        ),
+        ("std::thread, stack_size(2 MiB)", std_sample),
+        (
+            "os layer: map + spawn, guard early, MADV_NOHUGEPAGE",
+            || os_sample(true),
+        ),
+        ("os layer: map + spawn, guard early, no advice", || {
+            os_sample(false)
+        }),
+    ];
+    let mut samples: BTreeMap<usize, Vec<(Duration, u64)>> = BTreeMap::new();
+    for round in 0..rounds + 1 {
+        for k in 0..variants.len() {
+            let i = (k + round) % variants.len();
+            let s = (variants[i].1)();
+            if round > 0 {
+                samples.entry(i).or_default().push(s);
+            }
+        }
+    }
+    let java = java_samples(rounds);
+    println!();
+    println!("| variant | start 1000 threads (median) | threads/s | RSS per thread |");
+    println!("| --- | ---: | ---: | ---: |");
+    let mut rate = BTreeMap::new();
+    for (i, (name, _)) in variants.iter().enumerate() {
+        let s = &samples[&i];
+        let t = median(s.iter().map(|x| x.0).collect());
+        let r = median(s.iter().map(|x| x.1).collect());
+        let per_s = THREADS as f64 / t.as_secs_f64();
+        rate.insert(i, per_s);
+        println!(
+            "| {name} | {:.1} ms | {:.0} | {:.1} KiB |",
+            t.as_secs_f64() * 1e3,
+            per_s,
+            r as f64 / THREADS as f64
+        );
+    }
+    match &java {
+        Ok(s) => {
+            let t = median(s.iter().map(|x| x.0).collect());
+            let r = median(s.iter().map(|x| x.1).collect());
+            println!(
+                "| java -Xss2m, 1000 platform threads (OpenJDK) | {:.1} ms | {:.0} | {:.1} KiB |",
+                t.as_secs_f64() * 1e3,
+                THREADS as f64 / t.as_secs_f64(),
+                r as f64 / THREADS as f64
+            );
+        }
+        Err(e) => println!("java: no reference run ({e})"),
+    }
+    println!();
+    println!(
+        "mitigation cost: start rate with it on is {:.3}× the rate with it off (target: ≥ 0.90)",
+        rate[&0] / rate[&1]
+    );
+    println!(
+        "rtvm with mitigation vs std::thread: {:.3}×",
+        rate[&0] / rate[&2]
+    );
+    println!(
+        "MADV_NOHUGEPAGE per thread: {:.2} µs (os layer, with vs without the advice)",
+        (1.0 / rate[&3] - 1.0 / rate[&4]) * 1e6
+    );
+}
