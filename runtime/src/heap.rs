@@ -223,7 +223,13 @@ impl Heap {
             return Ok(None);
         }
         if self.config.background && gang.size() > 0 {
-            let task = Arc::new(PretouchTask::new(Arc::clone(self), 0, len, gang.size()));
+            let task = Arc::new(PretouchTask::new(
+                Arc::clone(self),
+                0,
+                len,
+                gang.size(),
+                true,
+            ));
             log_start(&task);
             let handle = gang.start(Arc::clone(&task) as Arc<dyn GangTask>, task.workers);
             log::info!(target: "gc+heap", "Background pretouch started: {} on {} workers", format_exact_size(len as u64), task.workers);
@@ -248,6 +254,7 @@ impl Heap {
             offset,
             len,
             gang.size(),
+            false,
         ));
         log_start(&task);
         gang.run(Arc::clone(&task) as Arc<dyn GangTask>, task.workers.max(1));
@@ -270,9 +277,7 @@ impl Heap {
             .take();
         let Some(bg) = bg else { return Ok(None) };
         bg.handle.wait();
-        let report = bg.task.finish()?;
-        log::info!(target: "gc+heap", "Background pretouch completed");
-        Ok(Some(report))
+        bg.task.finish().map(Some)
     }
 
     /// Progress of a background pretouch: `(bytes done, bytes total)`, or `None` if none runs.
@@ -442,6 +447,9 @@ pub(crate) struct PretouchTask {
     error: Mutex<Option<OsError>>,
     start: Instant,
     last_progress_ms: AtomicU64,
+    /// Workers still in `work`; the last one out records the end and logs it.
+    workers_left: AtomicUsize,
+    background: bool,
     finished_at: Mutex<Option<Duration>>,
 }
 
@@ -459,7 +467,13 @@ pub fn plan(len: usize, chunk: usize, gang: usize) -> (usize, usize) {
 }
 
 impl PretouchTask {
-    fn new(heap: Arc<Heap>, offset: usize, len: usize, gang: usize) -> PretouchTask {
+    fn new(
+        heap: Arc<Heap>,
+        offset: usize,
+        len: usize,
+        gang: usize,
+        background: bool,
+    ) -> PretouchTask {
         let chunk = chunk_size(heap.config.chunk_size, heap.config.page_size);
         let (units, workers) = plan(len, chunk, gang);
         PretouchTask {
@@ -475,6 +489,9 @@ impl PretouchTask {
             error: Mutex::new(None),
             start: Instant::now(),
             last_progress_ms: AtomicU64::new(0),
+            // With an empty gang the task runs once, on the caller.
+            workers_left: AtomicUsize::new(workers.max(1)),
+            background,
             finished_at: Mutex::new(None),
         }
     }
@@ -502,40 +519,61 @@ impl PretouchTask {
         }
     }
 
-    /// Records the end and returns the report, or the first error.
-    fn finish(&self) -> Result<PretouchReport, HeapError> {
-        let elapsed = *self
-            .finished_at
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get_or_insert(self.start.elapsed());
-        if let Some(e) = self.error.lock().unwrap_or_else(|p| p.into_inner()).clone() {
-            return Err(HeapError::Pretouch(e));
-        }
-        let primitive = if self.fallback_used.load(Ordering::Relaxed) {
+    fn primitive(&self) -> Primitive {
+        if self.fallback_used.load(Ordering::Relaxed) {
             Primitive::AtomicAdd
         } else {
             rtvm_os_linux::pretouch::primitive_for(&self.heap.config.request)
-        };
-        let report = PretouchReport {
+        }
+    }
+
+    /// Called by the last worker to leave: records the end and logs it, at the moment the
+    /// pretouch completes (also for a background pretouch nobody waits for).
+    fn complete(&self) {
+        let elapsed = self.start.elapsed();
+        *self.finished_at.lock().unwrap_or_else(|p| p.into_inner()) = Some(elapsed);
+        if let Some(e) = self
+            .error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+        {
+            log::error!(target: "gc+heap", "PreTouch failed after {:.3}s: {e}", elapsed.as_secs_f64());
+            return;
+        }
+        log::info!(
+            target: "gc+heap",
+            "Pretouched {}B in {:.3}s ({:.2} GB/s) with {} workers, chunk {}, {}, page size {}",
+            self.len,
+            elapsed.as_secs_f64(),
+            self.len as f64 / elapsed.as_secs_f64().max(1e-9) / 1e9,
+            self.workers,
+            format_exact_size(self.chunk as u64),
+            self.primitive(),
+            format_page_size(self.heap.config.page_size as u64)
+        );
+        if self.background {
+            log::info!(target: "gc+heap", "Background pretouch completed");
+        }
+    }
+
+    /// The report, or the first error, once every worker has left.
+    fn finish(&self) -> Result<PretouchReport, HeapError> {
+        if let Some(e) = self.error.lock().unwrap_or_else(|p| p.into_inner()).clone() {
+            return Err(HeapError::Pretouch(e));
+        }
+        let elapsed = self
+            .finished_at
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .unwrap_or_else(|| self.start.elapsed());
+        Ok(PretouchReport {
             bytes: self.len,
             elapsed,
             workers: self.workers,
             chunk: self.chunk,
-            primitive,
-        };
-        log::info!(
-            target: "gc+heap",
-            "Pretouched {}B in {:.3}s ({:.2} GB/s) with {} workers, chunk {}, {}, page size {}",
-            report.bytes,
-            elapsed.as_secs_f64(),
-            report.bytes as f64 / elapsed.as_secs_f64().max(1e-9) / 1e9,
-            report.workers,
-            format_exact_size(report.chunk as u64),
-            primitive,
-            format_page_size(self.heap.config.page_size as u64)
-        );
-        Ok(report)
+            primitive: self.primitive(),
+        })
     }
 }
 
@@ -567,6 +605,9 @@ impl GangTask for PretouchTask {
                 }
             }
             self.progress();
+        }
+        if self.workers_left.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.complete();
         }
     }
 }

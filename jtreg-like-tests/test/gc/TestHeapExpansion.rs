@@ -1,0 +1,101 @@
+/*
+ * @test id=plain
+ * @summary Heap expansion commits the new part; allocation works up to the new size
+ * @requires os.family == "linux"
+ * @run main/othervm -Xms16m -Xmx256m TestHeapExpansion plain
+ */
+
+/*
+ * @test id=pretouch
+ * @summary With -XX:+AlwaysPreTouch an expansion is pretouched: RSS and mincore show it
+ * @requires os.family == "linux"
+ * @run main/othervm -Xms16m -Xmx256m -XX:+AlwaysPreTouch TestHeapExpansion pretouch
+ */
+
+/*
+ * @test id=failure
+ * @summary An expansion that cannot be committed (RLIMIT_DATA) fails with the commit
+ *          error and leaves the heap usable at its old size; a smaller one then succeeds
+ * @requires os.family == "linux"
+ * @run driver TestHeapExpansion failure
+ */
+
+use std::sync::atomic::Ordering;
+
+use rtvm::os::system::{set_soft_limit, Limit};
+use rtvm_jtreg::testlib::*;
+
+const MB: usize = 1 << 20;
+
+fn fill(vm: &Vm, bytes: usize, tag: u64) -> Result<Vec<rtvm::HeapBlock<'_>>, TestFailure> {
+    let mut blocks = Vec::new();
+    let mut left = bytes;
+    while left > 0 {
+        let n = left.min(MB);
+        let b = vm.allocate(n).ok_or_else(|| TestFailure(format!("allocation of {n} failed with {} committed", vm.heap_stats().committed)))?;
+        for w in b.words().iter().step_by(512) {
+            w.store(tag, Ordering::Relaxed);
+        }
+        blocks.push(b);
+        left -= n;
+    }
+    Ok(blocks)
+}
+
+pub fn main(vm: &Vm, args: &[String]) -> TestResult {
+    match args.first().map(String::as_str) {
+        Some("plain") | Some("pretouch") => {
+            let pretouch = args[0] == "pretouch";
+            let before = vm.heap_stats();
+            check(before.committed == 16 * MB, || format!("initial committed {}", before.committed))?;
+            let _first = fill(vm, 15 * MB, 1)?;
+            check(vm.allocate(2 * MB).is_none(), || "allocation beyond the committed heap succeeded".into())?;
+            let rss0 = rtvm::os::procfs::read_status()?.vm_rss_kb;
+            let new = vm.expand_heap(100 * MB)?;
+            check(new == 116 * MB, || format!("committed after expansion: {new}"))?;
+            let after = vm.heap_stats();
+            let rss1 = rtvm::os::procfs::read_status()?.vm_rss_kb;
+            println!("expanded to {new}: resident {} (was {}), RSS +{} kB", after.resident, before.resident, rss1 - rss0);
+            if pretouch {
+                check(after.resident == after.committed, || format!("{} of {} resident after a pretouched expansion", after.resident, after.committed))?;
+                check(rss1 - rss0 >= 100 * 1024, || format!("RSS grew only {} kB", rss1 - rss0))?;
+            } else {
+                check(rss1 - rss0 < 50 * 1024, || format!("an expansion without pretouch made {} kB resident", rss1 - rss0))?;
+            }
+            let _second = fill(vm, 100 * MB, 2)?;
+            let e = vm.expand_heap(1 << 30).unwrap_err();
+            println!("beyond MaxHeapSize: {e}");
+            check(e.to_string().contains("left below MaxHeapSize"), || format!("{e}"))?;
+            Ok(())
+        }
+        Some("failure") => {
+            let out = ProcessTools::execute_limited_test_vm(&["-Xms16m", "-Xmx1g", "TestHeapExpansion", "failure-child"])?;
+            out.should_have_exit_value(0)?
+                .should_match("expansion failed: os::commit_memory\\(0x[0-9a-f]+, 536870912, 0\\) failed; error='Cannot allocate memory' \\(errno=12\\)")?
+                .stdout_should_contain("old heap usable")?
+                .stdout_should_contain("smaller expansion ok")?;
+            Ok(())
+        }
+        Some("failure-child") => {
+            let _old = fill(vm, 8 * MB, 7)?;
+            let vm_data = std::fs::read_to_string("/proc/self/status")?
+                .lines()
+                .find_map(|l| l.strip_prefix("VmData:").and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok()))
+                .ok_or_else(|| TestFailure("no VmData".into()))?;
+            set_soft_limit(Limit::Data, vm_data * 1024 + 64 * MB as u64)?;
+            let before = vm.heap_stats();
+            let e = vm.expand_heap(512 * MB).unwrap_err();
+            println!("expansion failed: {e}");
+            let after = vm.heap_stats();
+            check(after.committed == before.committed, || format!("committed changed from {} to {}", before.committed, after.committed))?;
+            let more = fill(vm, 7 * MB, 8)?;
+            check(!more.is_empty(), || "no allocation".into())?;
+            println!("old heap usable: committed {}", after.committed);
+            vm.expand_heap(16 * MB)?;
+            fill(vm, 16 * MB, 9)?;
+            println!("smaller expansion ok: committed {}", vm.heap_stats().committed);
+            Ok(())
+        }
+        other => Err(TestFailure(format!("unknown mode {other:?}")).into()),
+    }
+}

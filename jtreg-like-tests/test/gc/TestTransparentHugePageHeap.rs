@@ -1,0 +1,53 @@
+/*
+ * @test
+ * @bug 8315923
+ * @summary With -XX:+UseTransparentHugePages -XX:+AlwaysPreTouch a 1 GB heap is backed by
+ *          transparent huge pages: AnonHugePages over the heap mapping is at least 90% of it
+ * @key thp
+ * @requires os.family == "linux" & os.maxMemory > 4G
+ * @requires thp.mode != "never"
+ * @run driver TestTransparentHugePageHeap
+ */
+
+use rtvm_jtreg::testlib::*;
+
+fn report(vm: &Vm) -> TestResult {
+    let r = vm.heap().range();
+    let entries = rtvm::os::procfs::smaps_overlapping(r.start, r.end)?;
+    let t = rtvm::os::procfs::totals(&entries);
+    let advised = entries.iter().any(|e| e.has_flag("hg"));
+    println!("HeapSmaps: size_kb={} rss_kb={} anon_huge_kb={} hg={advised} base={:#x}", t.size_kb, t.rss_kb, t.anon_huge_kb, r.start);
+    Ok(())
+}
+
+pub fn main(vm: &Vm, args: &[String]) -> TestResult {
+    if args.first().map(String::as_str) == Some("report") {
+        return report(vm);
+    }
+    for primitive in ["-XX:+UseMadvPopulateWrite", "-XX:-UseMadvPopulateWrite"] {
+        let out = ProcessTools::execute_limited_test_vm(&[
+            "-XX:+UseTransparentHugePages",
+            "-XX:+AlwaysPreTouch",
+            "-Xms1g",
+            "-Xmx1g",
+            "-XX:+UnlockDiagnosticVMOptions",
+            primitive,
+            "-Xlog:pagesize",
+            "TestTransparentHugePageHeap",
+            "report",
+        ])?;
+        out.should_have_exit_value(0)?
+            .stdout_should_contain("UseLargePages=1, UseTransparentHugePages=1")?
+            .should_match("Heap: +min=1G max=1G base=0x[0-9a-f]+ page_size=2M size=1G")?;
+        let huge = out.number("HeapSmaps:", "anon_huge_kb")?;
+        let size = out.number("HeapSmaps:", "size_kb")?;
+        println!("{primitive}: AnonHugePages {huge} kB of {size} kB");
+        check(size == 1 << 20, || format!("heap mapping is {size} kB"))?;
+        check(huge * 10 >= size * 9, || format!("{primitive}: only {huge} kB of {size} kB in huge pages"))?;
+        // In madvise mode the heap must be advised; in always mode it needs nothing.
+        if rtvm::os::PageInfo::detect().thp.mode == rtvm::os::ThpMode::Madvise {
+            out.stdout_should_contain("hg=true")?;
+        }
+    }
+    Ok(())
+}
