@@ -146,6 +146,8 @@ pub struct Heap {
     /// The nursery's bump pointer (offset within the nursery), locked for a nursery scope.
     nursery: Mutex<usize>,
     background: Mutex<Option<BackgroundPretouch>>,
+    /// The report of the synchronous initial pretouch, if one ran.
+    initial_report: Mutex<Option<PretouchReport>>,
 }
 
 #[derive(Debug)]
@@ -198,6 +200,7 @@ impl Heap {
             expand_lock: Mutex::new(()),
             nursery: Mutex::new(0),
             background: Mutex::new(None),
+            initial_report: Mutex::new(None),
             config,
         })
     }
@@ -240,7 +243,12 @@ impl Heap {
         if self.config.background {
             log::info!(target: "gc+heap", "BackgroundPreTouch needs a worker thread (ParallelGCThreads=0): pretouching synchronously");
         }
-        self.pretouch_range(gang, 0, len).map(Some)
+        let report = self.pretouch_range(gang, 0, len)?;
+        *self
+            .initial_report
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(report);
+        Ok(Some(report))
     }
 
     fn pretouch_range(
@@ -259,6 +267,15 @@ impl Heap {
         log_start(&task);
         gang.run(Arc::clone(&task) as Arc<dyn GangTask>, task.workers.max(1));
         task.finish()
+    }
+
+    /// What the synchronous initial pretouch did (`None` without `AlwaysPreTouch`, or while
+    /// a background pretouch runs: see [`wait_for_pretouch`](Heap::wait_for_pretouch)).
+    pub fn initial_pretouch(&self) -> Option<PretouchReport> {
+        *self
+            .initial_report
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
     }
 
     /// Whether a background pretouch is still running.

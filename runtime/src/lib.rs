@@ -20,6 +20,7 @@
 //! what the user did not set, the worker gang starts, the heap is reserved, committed and
 //! pretouched. Nothing in the library exits the process; errors come back as values.
 
+pub mod capi;
 pub mod heap;
 pub mod launcher;
 pub mod logging;
@@ -35,6 +36,11 @@ pub use threads::{ThreadError, ThreadInfo, ThreadKind, ThreadState, VmThread};
 pub use vm::{
     CreateError, ErrorCode, ErrorKind, InitArgs, ShutdownError, ThreadBuilder, Vm, ENV_OPTIONS,
 };
+
+/// README.md's Rust examples, compiled and run as doctests so they cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+struct ReadmeDoctests;
 
 /// The flag system, re-exported for embedders that read flags.
 pub use rtvm_flags as flags;

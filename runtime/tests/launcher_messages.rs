@@ -355,3 +355,37 @@ fn print_vm_options() {
         "VM option '+PrintVMOptions'\nVM option '+AlwaysPreTouch'\n"
     );
 }
+
+#[test]
+fn print_nmt_statistics() {
+    let out = rtvm(&[
+        "-XX:NativeMemoryTracking=summary",
+        "-XX:+UnlockDiagnosticVMOptions",
+        "-XX:+PrintNMTStatistics",
+        "-Xmx64m",
+        "-Xms16m",
+        "IdleThreads",
+        "4",
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = text(&out.stdout);
+    let report = &stdout[stdout
+        .find("Native Memory Tracking:")
+        .expect("report at exit")..];
+    assert!(
+        report.contains("\n-                      Heap (reserved=67108864, committed=16777216)\n"),
+        "{report}"
+    );
+    assert!(
+        report.contains("\n-                    Thread (reserved="),
+        "{report}"
+    );
+    let out = rtvm(&[
+        "-XX:+UnlockDiagnosticVMOptions",
+        "-XX:+PrintNMTStatistics",
+        "-version",
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(text(&out.stderr).contains("rtvm warning: PrintNMTStatistics is disabled, because native memory tracking is not enabled"));
+    assert!(!text(&out.stdout).contains("Native Memory Tracking:"));
+}

@@ -1,0 +1,446 @@
+//! Heap pretouch benchmarks — the numbers rtvm is judged by.
+//!
+//! `cargo bench -p rtvm --bench heap [-- --rounds N] [-- --only throughput|java|background|access]`
+//!
+//! 1. **throughput**: `-XX:+AlwaysPreTouch` of a 4 GiB heap, small pages and THP,
+//!    `ParallelGCThreads` 1 and 2, chunk sizes 64K/4M/64M/1G, against the limit: the best raw
+//!    primitive measured in the same run (`MADV_POPULATE_WRITE` by the same number of threads,
+//!    one call per thread over its share, no chunking). Writes `target/bench/pretouch.csv`
+//!    for `tools/plot_pretouch.py`.
+//! 2. **java**: the pretouch cost of `rtvm -Xms4g -Xmx4g -XX:+AlwaysPreTouch -version` minus the
+//!    same without pretouch, against the same difference for `java`, small pages and
+//!    `-XX:+UseTransparentHugePages`, both with 2 workers, whole processes.
+//! 3. **background**: time to a usable VM with background versus synchronous pretouch.
+//! 4. **access**: what huge pages buy — a sequential and a random pass over a 4 GiB heap
+//!    allocated through the heap API, with and without `-XX:+UseTransparentHugePages`.
+//!
+//! Every sample is taken on warm memory: an area 1.25× the heap, of the same page kind, is
+//! touched and freed right before it. Variants are interleaved (A B A B ...) in rotating
+//! order; figures are medians.
+
+use std::collections::BTreeMap;
+use std::process::{Command, Stdio};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use rtvm::os::{HugePageAdvice, PageInfo, PretouchRequest, Reservation, ThpMode};
+use rtvm::{InitArgs, Vm};
+
+const GIB: usize = 1 << 30;
+const HEAP: usize = 4 * GIB;
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn gbps(bytes: usize, d: Duration) -> f64 {
+    bytes as f64 / d.as_secs_f64() / 1e9
+}
+
+/// Touches and frees an area 1.25× `size` of the given page kind.
+fn warm(size: usize, thp: bool) {
+    let area = size + size / 4;
+    let r = Reservation::reserve(area, 2 << 20).expect("warm-up reservation");
+    r.commit(0, area).expect("warm-up commit");
+    if thp {
+        r.advise(0, area, HugePageAdvice::HugePage).expect("advise");
+    }
+    // Two threads, so the warm-up itself is quick.
+    std::thread::scope(|s| {
+        for half in 0..2 {
+            let r = &r;
+            s.spawn(move || {
+                r.pretouch(half * area / 2, area / 2, &PretouchRequest::default())
+                    .expect("warm")
+            });
+        }
+    });
+}
+
+/// How the raw primitive is driven for the limit.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+enum Raw {
+    /// One `MADV_POPULATE_WRITE` per thread over its share.
+    OneCallPerThread,
+    /// Threads claim chunks of this many MiB from a shared cursor.
+    Chunked(usize),
+}
+
+/// The raw primitive, no VM: `threads` plain threads `MADV_POPULATE_WRITE` the range. The
+/// limit is the fastest way of driving it found in the same run.
+fn raw_limit(threads: usize, thp: bool, how: Raw) -> Duration {
+    warm(HEAP, thp);
+    let r = Reservation::reserve(HEAP, 2 << 20).unwrap();
+    r.commit(0, HEAP).unwrap();
+    if thp {
+        r.advise(0, HEAP, HugePageAdvice::HugePage).unwrap();
+    }
+    let cursor = std::sync::atomic::AtomicUsize::new(0);
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            let (r, cursor) = (&r, &cursor);
+            s.spawn(move || match how {
+                Raw::OneCallPerThread => {
+                    let share = HEAP / threads;
+                    r.pretouch(t * share, share, &PretouchRequest::default())
+                        .expect("pretouch");
+                }
+                Raw::Chunked(mib) => loop {
+                    let at = cursor.fetch_add(mib << 20, Ordering::Relaxed);
+                    if at >= HEAP {
+                        break;
+                    }
+                    r.pretouch(at, (mib << 20).min(HEAP - at), &PretouchRequest::default())
+                        .expect("pretouch");
+                },
+            });
+        }
+    });
+    start.elapsed()
+}
+
+fn vm_pretouch(threads: usize, chunk: &str, thp: bool) -> Duration {
+    warm(HEAP, thp);
+    let mut opts = vec![
+        "-Xms4g".to_string(),
+        "-Xmx4g".into(),
+        "-XX:+AlwaysPreTouch".into(),
+        format!("-XX:ParallelGCThreads={threads}"),
+        format!("-XX:PreTouchParallelChunkSize={chunk}"),
+    ];
+    if thp {
+        opts.push("-XX:+UseTransparentHugePages".into());
+    }
+    let vm = Vm::create(InitArgs::new(opts)).expect("VM");
+    let report = vm.heap().initial_pretouch().expect("pretouch report");
+    assert_eq!(report.bytes, HEAP);
+    let elapsed = report.elapsed;
+    vm.shutdown().unwrap();
+    elapsed
+}
+
+fn throughput(rounds: usize, thp_ok: bool) {
+    let chunks = ["64k", "4m", "64m", "1g"];
+    #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+    enum V {
+        Vm(bool, usize, usize),
+        Limit(bool, usize, Raw),
+    }
+    let raws = [Raw::OneCallPerThread, Raw::Chunked(4), Raw::Chunked(64)];
+    let mut variants = Vec::new();
+    for thp in [false, true] {
+        if thp && !thp_ok {
+            continue;
+        }
+        for threads in [1, 2] {
+            for how in raws {
+                variants.push(V::Limit(thp, threads, how));
+            }
+            for c in 0..chunks.len() {
+                variants.push(V::Vm(thp, threads, c));
+            }
+        }
+    }
+    let mut samples: BTreeMap<V, Vec<Duration>> = BTreeMap::new();
+    for round in 0..rounds {
+        for i in 0..variants.len() {
+            let v = variants[(i + round * 3) % variants.len()];
+            let d = match v {
+                V::Vm(thp, threads, c) => vm_pretouch(threads, chunks[c], thp),
+                V::Limit(thp, threads, how) => raw_limit(threads, thp, how),
+            };
+            samples.entry(v).or_default().push(d);
+        }
+    }
+    println!("## Pretouch throughput, 4 GiB heap ({rounds} rounds, warm memory)");
+    println!();
+    println!(
+        "| pages | ParallelGCThreads | chunk | median (min … max) | GB/s | limit GB/s | of limit |"
+    );
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
+    let mut csv = String::from("pages,threads,chunk,gbps,limit_gbps,ratio\n");
+    for thp in [false, true] {
+        if thp && !thp_ok {
+            continue;
+        }
+        for threads in [1, 2] {
+            let (how, limit) = raws
+                .iter()
+                .map(|&h| (h, median(samples[&V::Limit(thp, threads, h)].clone())))
+                .min_by_key(|x| x.1)
+                .expect("limits measured");
+            println!(
+                "| {} | {threads} | raw: {how:?} (the limit) | {:.0} ms | {:.2} | | |",
+                if thp { "THP" } else { "4K" },
+                limit.as_secs_f64() * 1e3,
+                gbps(HEAP, limit)
+            );
+            for (c, chunk) in chunks.iter().enumerate() {
+                let all = samples[&V::Vm(thp, threads, c)].clone();
+                let (lo, hi) = (*all.iter().min().unwrap(), *all.iter().max().unwrap());
+                let d = median(all);
+                let pages = if thp { "THP" } else { "4K" };
+                let ratio = limit.as_secs_f64() / d.as_secs_f64();
+                println!(
+                    "| {pages} | {threads} | {chunk} | {:.0} ms ({:.0} … {:.0}) | {:.2} | {:.2} | {:.3} |",
+                    d.as_secs_f64() * 1e3,
+                    lo.as_secs_f64() * 1e3,
+                    hi.as_secs_f64() * 1e3,
+                    gbps(HEAP, d),
+                    gbps(HEAP, limit),
+                    ratio
+                );
+                csv.push_str(&format!(
+                    "{pages},{threads},{chunk},{:.3},{:.3},{ratio:.4}\n",
+                    gbps(HEAP, d),
+                    gbps(HEAP, limit)
+                ));
+            }
+        }
+    }
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("pretouch.csv"), csv).unwrap();
+    println!();
+    println!("CSV: target/bench/pretouch.csv (plot: python3 tools/plot_pretouch.py target/bench/pretouch.csv BENCHMARKS-pretouch.svg)");
+    println!();
+}
+
+fn run_time(program: &str, args: &[&str]) -> Duration {
+    let start = Instant::now();
+    let st = Command::new(program)
+        .args(args)
+        .env_remove("RTVM_OPTIONS")
+        .env_remove("JAVA_TOOL_OPTIONS")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("start");
+    assert!(st.success(), "{program} {args:?}");
+    start.elapsed()
+}
+
+fn java_side_by_side(rounds: usize, thp_ok: bool) {
+    let java = Command::new("java")
+        .arg("-version")
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !java {
+        println!("## Side by side with java: skipped, `java` is not installed");
+        return;
+    }
+    let rtvm = env!("CARGO_BIN_EXE_rtvm");
+    println!(
+        "## Pretouch cost against java ({rounds} rounds, warm memory, 2 workers, whole processes)"
+    );
+    println!();
+    println!("| pages | rtvm with − without | java with − without | java / rtvm |");
+    println!("| --- | ---: | ---: | ---: |");
+    for thp in [false, true] {
+        if thp && !thp_ok {
+            continue;
+        }
+        let mut base = vec!["-Xms4g", "-Xmx4g", "-XX:ParallelGCThreads=2"];
+        if thp {
+            base.push("-XX:+UseTransparentHugePages");
+        }
+        let with: Vec<&str> = base
+            .iter()
+            .copied()
+            .chain(["-XX:+AlwaysPreTouch", "-version"])
+            .collect();
+        let without: Vec<&str> = base.iter().copied().chain(["-version"]).collect();
+        let (mut rw, mut ro, mut jw, mut jo) = (vec![], vec![], vec![], vec![]);
+        for _ in 0..rounds {
+            warm(HEAP, thp);
+            rw.push(run_time(rtvm, &with));
+            ro.push(run_time(rtvm, &without));
+            warm(HEAP, thp);
+            jw.push(run_time("java", &with));
+            jo.push(run_time("java", &without));
+        }
+        let r = median(rw).saturating_sub(median(ro));
+        let j = median(jw).saturating_sub(median(jo));
+        println!(
+            "| {} | {:.0} ms ({:.2} GB/s) | {:.0} ms ({:.2} GB/s) | {:.2}× |",
+            if thp {
+                "THP (-XX:+UseTransparentHugePages)"
+            } else {
+                "4K"
+            },
+            r.as_secs_f64() * 1e3,
+            gbps(HEAP, r),
+            j.as_secs_f64() * 1e3,
+            gbps(HEAP, j),
+            j.as_secs_f64() / r.as_secs_f64()
+        );
+    }
+    println!();
+}
+
+fn background(rounds: usize) {
+    println!("## Time to a usable VM, 4 GiB heap, 2 workers ({rounds} rounds, warm memory)");
+    println!();
+    let (mut sync_create, mut bg_create, mut bg_done) = (vec![], vec![], vec![]);
+    for _ in 0..rounds {
+        warm(HEAP, false);
+        let t = Instant::now();
+        let vm = Vm::create(InitArgs::new([
+            "-Xms4g",
+            "-Xmx4g",
+            "-XX:+AlwaysPreTouch",
+            "-XX:ParallelGCThreads=2",
+        ]))
+        .unwrap();
+        sync_create.push(t.elapsed());
+        vm.shutdown().unwrap();
+        warm(HEAP, false);
+        let t = Instant::now();
+        let vm = Vm::create(InitArgs::new([
+            "-Xms4g",
+            "-Xmx4g",
+            "-XX:+AlwaysPreTouch",
+            "-XX:ParallelGCThreads=2",
+            "-XX:+UnlockExperimentalVMOptions",
+            "-XX:+BackgroundPreTouch",
+        ]))
+        .unwrap();
+        bg_create.push(t.elapsed());
+        vm.wait_for_pretouch().unwrap();
+        bg_done.push(t.elapsed());
+        vm.shutdown().unwrap();
+    }
+    println!("| mode | Vm::create returns | heap fully resident |");
+    println!("| --- | ---: | ---: |");
+    let s = median(sync_create);
+    println!(
+        "| synchronous pretouch | {:.1} ms | {:.1} ms |",
+        s.as_secs_f64() * 1e3,
+        s.as_secs_f64() * 1e3
+    );
+    let (c, d) = (median(bg_create), median(bg_done));
+    println!(
+        "| -XX:+BackgroundPreTouch | {:.2} ms | {:.1} ms |",
+        c.as_secs_f64() * 1e3,
+        d.as_secs_f64() * 1e3
+    );
+    println!();
+    println!("The application can start {:.0}× sooner; the pretouch itself takes {:.2}× as long in the background.", s.as_secs_f64() / c.as_secs_f64(), d.as_secs_f64() / s.as_secs_f64());
+    println!();
+}
+
+fn access(rounds: usize, thp_ok: bool) {
+    if !thp_ok {
+        println!("## Access passes: skipped, THP is not available");
+        return;
+    }
+    println!("## What huge pages buy: passes over a 4 GiB heap allocated through the heap API ({rounds} rounds)");
+    println!();
+    let mut seq: BTreeMap<bool, Vec<Duration>> = BTreeMap::new();
+    let mut rnd: BTreeMap<bool, Vec<Duration>> = BTreeMap::new();
+    const RANDOM: usize = 32 << 20;
+    for round in 0..rounds {
+        for k in 0..2 {
+            let thp = (k + round) % 2 == 1;
+            warm(HEAP, thp);
+            let mut opts = vec![
+                "-Xms4g",
+                "-Xmx4g",
+                "-XX:+AlwaysPreTouch",
+                "-XX:ParallelGCThreads=2",
+            ];
+            if thp {
+                opts.push("-XX:+UseTransparentHugePages");
+            }
+            let vm = Vm::create(InitArgs::new(opts)).unwrap();
+            let block = vm.allocate(HEAP - 4096).unwrap();
+            let words = block.words();
+            let t = Instant::now();
+            let mut sum = 0u64;
+            for w in words {
+                sum = sum.wrapping_add(w.load(Ordering::Relaxed));
+            }
+            seq.entry(thp).or_default().push(t.elapsed());
+            let mut x = 0x9E37_79B9_7F4A_7C15u64 | 1;
+            let n = words.len() as u64;
+            let t = Instant::now();
+            for _ in 0..RANDOM {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                sum = sum.wrapping_add(words[(x % n) as usize].load(Ordering::Relaxed));
+            }
+            rnd.entry(thp).or_default().push(t.elapsed());
+            std::hint::black_box(sum);
+            vm.shutdown().unwrap();
+        }
+    }
+    println!("| pages | sequential read | random 8-byte reads |");
+    println!("| --- | ---: | ---: |");
+    let mut figures = BTreeMap::new();
+    for thp in [false, true] {
+        let s = median(seq[&thp].clone());
+        let r = median(rnd[&thp].clone());
+        figures.insert(thp, (s, r));
+        println!(
+            "| {} | {:.2} GB/s | {:.1} ns/access |",
+            if thp { "THP" } else { "4K" },
+            gbps(HEAP, s),
+            r.as_secs_f64() * 1e9 / RANDOM as f64
+        );
+    }
+    let (s4, r4) = figures[&false];
+    let (sh, rh) = figures[&true];
+    println!();
+    println!(
+        "THP: sequential {:.2}×, random {:.2}× the small-page speed.",
+        s4.as_secs_f64() / sh.as_secs_f64(),
+        r4.as_secs_f64() / rh.as_secs_f64()
+    );
+    println!();
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--list") {
+        return;
+    }
+    let rounds = args
+        .iter()
+        .position(|a| a == "--rounds")
+        .and_then(|i| args.get(i + 1)?.parse().ok())
+        .unwrap_or(3usize);
+    let only = args
+        .iter()
+        .position(|a| a == "--only")
+        .and_then(|i| args.get(i + 1).cloned());
+    let pages = PageInfo::detect();
+    let thp_ok = !matches!(pages.thp.mode, ThpMode::Never | ThpMode::Unknown);
+    println!(
+        "heap bench: 4 GiB, THP mode {}, {} CPUs, MADV_POPULATE_WRITE {}",
+        pages.thp.mode,
+        rtvm::os::system::available_processors(),
+        if rtvm::os::pretouch::populate_write_supported() {
+            "available"
+        } else {
+            "unavailable"
+        }
+    );
+    println!();
+    let run = |name: &str| only.as_deref().is_none_or(|o| o == name);
+    if run("throughput") {
+        throughput(rounds, thp_ok);
+    }
+    if run("java") {
+        java_side_by_side(rounds.max(3), thp_ok);
+    }
+    if run("background") {
+        background(rounds);
+    }
+    if run("access") {
+        access(rounds, thp_ok);
+    }
+}

@@ -1,0 +1,252 @@
+//! The embedding API: every `CreateError` code, `ignore_unrecognized` both ways, one VM per
+//! process, create → drop → create with no mapping left behind, heap and thread access, NMT.
+//! One VM per process means these tests take turns (`#[serial]`).
+
+use std::sync::atomic::Ordering;
+
+use rtvm::os::procfs;
+use rtvm::{ErrorCode, ErrorKind, InitArgs, ThreadKind, Vm};
+use serial_test::serial;
+
+fn create(options: &[&str]) -> Result<Vm, rtvm::CreateError> {
+    Vm::create(InitArgs::new(options.iter().copied()))
+}
+
+#[test]
+#[serial]
+fn every_error_code() {
+    // JNI_EINVAL: a bad -XX option, a locked flag, a bad value, inconsistent heap sizes.
+    for opts in [
+        &["-XX:+NoSuchFlag"][..],
+        &["-XX:+PrintNMTStatistics"],
+        &["-XX:ThreadStackSize=abc"],
+        &["-Xms2g", "-Xmx1g"],
+    ] {
+        let e = create(opts).unwrap_err();
+        assert_eq!(e.code, ErrorCode::Inval, "{opts:?}: {e}");
+        assert_eq!(e.code.code(), -6);
+        assert!(!e.message.is_empty());
+    }
+    let e = create(&["-Xmx1"]).unwrap_err();
+    assert_eq!(
+        (e.code, e.kind, e.message.as_str()),
+        (
+            ErrorCode::Inval,
+            ErrorKind::Initialization,
+            "Too small maximum heap\n"
+        )
+    );
+    // JNI_ERR: an option that is not a VM option at all.
+    let e = create(&["-Xfoo"]).unwrap_err();
+    assert_eq!(
+        (e.code.code(), e.message.as_str()),
+        (-1, "Unrecognized option: -Xfoo\n")
+    );
+    // JNI_ENOMEM: a heap that cannot be committed (far more than RAM, in one commit).
+    let e = create(&["-Xms512g", "-Xmx512g"]).unwrap_err();
+    assert_eq!(e.code, ErrorCode::NoMem, "{e}");
+    assert_eq!(e.code.code(), -4);
+    assert!(
+        e.message.starts_with("os::commit_memory(0x"),
+        "{}",
+        e.message
+    );
+    assert!(
+        e.message
+            .contains("error='Cannot allocate memory' (errno=12)"),
+        "{}",
+        e.message
+    );
+    // JNI_EEXIST: a second VM while one lives.
+    let vm = create(&["-Xmx64m"]).unwrap();
+    let e = create(&["-Xmx64m"]).unwrap_err();
+    assert_eq!((e.code, e.code.code()), (ErrorCode::Exists, -5));
+    drop(vm);
+    create(&["-Xmx64m"]).expect("a VM can be created once the first is gone");
+}
+
+#[test]
+#[serial]
+fn ignore_unrecognized_both_ways() {
+    let args = [
+        "-XX:+NoSuchFlag",
+        "-Xfoo",
+        "-XX:+AlwaysPreTouch",
+        "-Xms8m",
+        "-Xmx8m",
+    ];
+    let e = Vm::create(InitArgs::new(args)).unwrap_err();
+    assert_eq!(e.code, ErrorCode::Inval);
+    let vm =
+        Vm::create(InitArgs::new(args).ignore_unrecognized(true)).expect("unknown options skipped");
+    assert!(vm.flags().get(rtvm::flags::flag::AlwaysPreTouch));
+    drop(vm);
+    // Locked flags and bad values still fail, as in HotSpot.
+    for bad in ["-XX:+PrintNMTStatistics", "-XX:ThreadStackSize=abc"] {
+        let e = Vm::create(InitArgs::new([bad]).ignore_unrecognized(true)).unwrap_err();
+        assert_eq!(e.code, ErrorCode::Inval, "{bad}");
+    }
+}
+
+fn mapping_count() -> usize {
+    procfs::read_maps().unwrap().len()
+}
+
+#[test]
+#[serial]
+fn create_drop_create_leaves_nothing_behind() {
+    // Warm up what the first VM creates once per process (logger, probes, the signal
+    // handler) so the comparison sees only what a VM owns.
+    drop(create(&["-Xms16m", "-Xmx64m"]).unwrap());
+    let before = procfs::read_maps().unwrap();
+    let vm = create(&[
+        "-Xms32m",
+        "-Xmx256m",
+        "-XX:+AlwaysPreTouch",
+        "-XX:ParallelGCThreads=2",
+    ])
+    .unwrap();
+    let heap = vm.heap().range();
+    let threads: Vec<_> = (0..8)
+        .map(|i| vm.spawn(&format!("t{i}"), || ()).unwrap())
+        .collect();
+    let stacks: Vec<_> = vm
+        .threads()
+        .iter()
+        .map(|t| t.layout.mapping.clone())
+        .collect();
+    assert!(mapping_count() > before.len());
+    assert!(!procfs::maps_overlapping(heap.start, heap.end)
+        .unwrap()
+        .is_empty());
+    for t in threads {
+        t.join().unwrap();
+    }
+    drop(vm);
+    assert!(
+        procfs::maps_overlapping(heap.start, heap.end)
+            .unwrap()
+            .is_empty(),
+        "heap unmapped"
+    );
+    for s in &stacks {
+        assert!(
+            procfs::maps_overlapping(s.start, s.end).unwrap().is_empty(),
+            "stack {s:x?} unmapped"
+        );
+    }
+    let after = procfs::read_maps().unwrap();
+    let new: Vec<_> = after
+        .iter()
+        .filter(|m| !before.iter().any(|b| b.start == m.start && b.end == m.end))
+        .collect();
+    // glibc gives each new thread's allocations a malloc arena: a 64 MiB-aligned, 64 MiB
+    // region (read-write head, PROT_NONE rest) that outlives the thread by design. Those are
+    // the C allocator's, not the VM's; anything else would be a leak.
+    const ARENA: usize = 64 << 20;
+    let mut leaked = Vec::new();
+    let mut i = 0;
+    while i < new.len() {
+        let m = new[i];
+        let is_arena = m.start % ARENA == 0
+            && m.perms == "rw-p"
+            && new
+                .get(i + 1)
+                .is_some_and(|n| n.start == m.end && n.perms == "---p" && n.end - m.start == ARENA);
+        if is_arena {
+            i += 2;
+        } else {
+            leaked.push(m);
+            i += 1;
+        }
+    }
+    assert!(leaked.is_empty(), "mappings left behind: {leaked:#?}");
+    let vm = create(&["-Xmx64m"]).expect("create again");
+    vm.shutdown().unwrap();
+}
+
+#[test]
+#[serial]
+fn heap_threads_flags_and_shutdown() {
+    let vm = create(&["-Xms8m", "-Xmx64m", "-Xmn2m", "-XX:ParallelGCThreads=1"]).unwrap();
+    assert_eq!(vm.flags().get(rtvm::flags::flag::MaxHeapSize), 64 << 20);
+    let block = vm.allocate(1 << 20).unwrap();
+    block.words()[0].store(42, Ordering::Relaxed);
+    assert_eq!(vm.heap_stats().used, 1 << 20);
+    assert!(vm.allocate(64 << 20).is_none(), "beyond the committed heap");
+    vm.expand_heap(8 << 20).unwrap();
+    assert_eq!(vm.heap_stats().committed, 16 << 20);
+    // A VM thread of each kind, with the stack sizes of the flags.
+    let heap = std::sync::Arc::clone(vm.heap());
+    let t = vm.thread("writer").kind(ThreadKind::Vm).spawn(move || {
+        let b = heap.allocate(4096).unwrap();
+        b.words()[1].store(7, Ordering::Relaxed);
+    });
+    t.unwrap().join().unwrap();
+    let names: Vec<String> = vm.threads().iter().map(|t| t.name.clone()).collect();
+    assert_eq!(names, ["Worker#0"], "joined threads leave the registry");
+    // A panicking body is reported at join, not propagated.
+    let e = vm
+        .spawn("panicker", || panic!("deliberate test panic"))
+        .unwrap()
+        .join()
+        .unwrap_err();
+    assert!(e.to_string().contains("deliberate test panic"), "{e}");
+    // The nursery: allocations end with the scope.
+    let used = vm.heap().with_nursery(|n| {
+        assert_eq!(n.capacity(), 2 << 20);
+        n.allocate(1 << 20).unwrap().words()[0].store(1, Ordering::Relaxed);
+        assert!(n.allocate(2 << 20).is_none(), "the nursery is 2 MiB");
+        n.used()
+    });
+    assert_eq!(used, 1 << 20);
+    vm.heap()
+        .with_nursery(|n| assert_eq!(n.used(), 0, "a new scope starts empty"));
+    vm.shutdown().unwrap();
+}
+
+#[test]
+#[serial]
+fn native_memory_summary() {
+    let vm = create(&["-Xmx64m", "-Xms16m"]).unwrap();
+    assert!(vm.native_memory_summary().is_none(), "off by default");
+    drop(vm);
+    let vm = create(&[
+        "-Xmx64m",
+        "-Xms16m",
+        "-XX:NativeMemoryTracking=summary",
+        "-XX:ParallelGCThreads=2",
+    ])
+    .unwrap();
+    let t = vm
+        .spawn("sleeper", || {
+            std::thread::sleep(std::time::Duration::from_millis(50))
+        })
+        .unwrap();
+    let n = vm.native_memory_summary().unwrap();
+    assert_eq!(n.heap.reserved, 64 << 20);
+    assert_eq!(n.heap.committed, 16 << 20);
+    assert_eq!(n.thread_count, 3, "two workers and the sleeper");
+    assert!(
+        n.stacks.reserved >= 3 << 20
+            && n.stacks.committed > 0
+            && n.stacks.committed < n.stacks.reserved
+    );
+    let report = n.report();
+    assert!(report.starts_with("Native Memory Tracking:\n\nTotal: reserved="));
+    assert!(
+        report.contains("\n-                      Heap (reserved=67108864, committed=16777216)\n")
+    );
+    assert!(report.contains("\n                            (thread #3)\n"));
+    t.join().unwrap();
+    drop(vm);
+    let vm = create(&[
+        "-Xmx64m",
+        "-XX:NativeMemoryTracking=detail",
+        "-XX:ParallelGCThreads=1",
+    ])
+    .unwrap();
+    let n = vm.native_memory_summary().unwrap();
+    assert_eq!(n.stack_details.len(), 1);
+    assert!(n.report().contains("\"Worker#0\" committed="));
+}
