@@ -27,7 +27,7 @@ mod macros;
 mod constraints;
 mod error;
 mod kind;
-mod optfile;
+pub mod optfile;
 mod parse;
 mod print;
 mod similarity;

@@ -7,7 +7,7 @@ use crate::error::ArgError;
 /// options: whitespace separates them, and `'...'` or `"..."` groups characters — spaces
 /// included — into one option; the quotes themselves are dropped. `origin` names the string
 /// in the error HotSpot gives for an unmatched quote.
-pub(crate) fn tokenize_options(text: &str, origin: &str) -> Result<Vec<String>, ArgError> {
+pub fn tokenize_options(text: &str, origin: &str) -> Result<Vec<String>, ArgError> {
     let mut tokens = Vec::new();
     let mut current = String::new();
     let mut in_token = false;
@@ -44,7 +44,7 @@ pub(crate) fn tokenize_options(text: &str, origin: &str) -> Result<Vec<String>, 
 /// Splits a `-XX:Flags=` settings file into its bare flag settings (`+AlwaysPreTouch`,
 /// `MaxHeapSize=1g`). A `#` where a token would start comments out the rest of the line;
 /// quotes group characters within a line; a line break always ends a token.
-pub(crate) fn tokenize_settings(text: &str) -> Vec<String> {
+pub fn tokenize_settings(text: &str) -> Vec<String> {
     let mut tokens = Vec::new();
     for line in text.lines() {
         let mut current = String::new();

@@ -134,3 +134,24 @@ proptest! {
         check(&args, None, false)?;
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 10_000, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Options files and environment strings: tokenizing never panics; a rejection is the
+    /// unmatched-quote message naming the source; accepted tokens never contain a quote that
+    /// was used for grouping.
+    #[test]
+    fn options_file_tokenizer(text in prop_oneof!["\\PC{0,80}", "[ \\t\\n\"'a-z=+:-]{0,80}"]) {
+        match rtvm_flags::optfile::tokenize_options(&text, "options.txt") {
+            Ok(tokens) => {
+                for t in &tokens {
+                    prop_assert!(!t.chars().any(char::is_whitespace) || text.contains('"') || text.contains('\''));
+                }
+            }
+            Err(e) => prop_assert_eq!(e.message, "Unmatched quote in options.txt\n"),
+        }
+        let settings = rtvm_flags::optfile::tokenize_settings(&text);
+        prop_assert!(settings.iter().all(|t| !t.contains('\n')));
+    }
+}
