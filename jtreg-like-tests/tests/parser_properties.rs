@@ -10,14 +10,29 @@ use rtvm_jtreg::header::parse_descriptions;
 
 fn atom() -> impl Strategy<Value = String> {
     prop_oneof![
-        prop::sample::select(vec!["os.family", "os.arch", "os.processors", "os.maxMemory", "thp.mode", "vm.flagless", "vm.opt.AlwaysPreTouch", "nosuch.name", "true", "false", "null"]).prop_map(str::to_owned),
+        prop::sample::select(vec![
+            "os.family",
+            "os.arch",
+            "os.processors",
+            "os.maxMemory",
+            "thp.mode",
+            "vm.flagless",
+            "vm.opt.AlwaysPreTouch",
+            "nosuch.name",
+            "true",
+            "false",
+            "null"
+        ])
+        .prop_map(str::to_owned),
         "[0-9]{1,20}[kKmMgG]?",
         "\"[a-z0-9_.*|()\\[\\]^$+?{},-]{0,10}\"",
     ]
 }
 
 fn expression() -> impl Strategy<Value = String> {
-    let op = prop::sample::select(vec!["==", "!=", "~=", "<", "<=", ">", ">=", "+", "-", "*", "/", "%", "&", "|"]);
+    let op = prop::sample::select(vec![
+        "==", "!=", "~=", "<", "<=", ">", ">=", "+", "-", "*", "/", "%", "&", "|",
+    ]);
     atom().prop_recursive(6, 48, 4, move |inner| {
         prop_oneof![
             (inner.clone(), op.clone(), inner.clone()).prop_map(|(a, o, b)| format!("{a} {o} {b}")),
@@ -47,7 +62,19 @@ fn props(name: &str) -> Option<String> {
 fn tag_line() -> impl Strategy<Value = String> {
     prop_oneof![
         expression().prop_map(|e| format!("@requires {e}")),
-        (prop::sample::select(vec!["main", "main/othervm", "main/manual", "driver", "main/timeout=5", "main/fail", "shell", "main/othervm/bogus"]), "[ A-Za-z0-9_=+:-]{0,30}")
+        (
+            prop::sample::select(vec![
+                "main",
+                "main/othervm",
+                "main/manual",
+                "driver",
+                "main/timeout=5",
+                "main/fail",
+                "shell",
+                "main/othervm/bogus"
+            ]),
+            "[ A-Za-z0-9_=+:-]{0,30}"
+        )
             .prop_map(|(a, rest)| format!("@run {a} {rest}")),
         "[0-9 a-z]{0,12}".prop_map(|b| format!("@bug {b}")),
         "\\PC{0,20}".prop_map(|s| format!("@summary {s}")),
@@ -58,14 +85,21 @@ fn tag_line() -> impl Strategy<Value = String> {
 }
 
 fn description() -> impl Strategy<Value = String> {
-    (prop::option::of("id=[A-Za-z0-9_-]{0,6}"), prop::collection::vec(tag_line(), 0..6)).prop_map(|(id, tags)| {
-        let mut s = format!("/*\n * @test{}\n", id.map(|i| format!(" {i}")).unwrap_or_default());
-        for t in tags {
-            s.push_str(&format!(" * {t}\n"));
-        }
-        s.push_str(" */\n");
-        s
-    })
+    (
+        prop::option::of("id=[A-Za-z0-9_-]{0,6}"),
+        prop::collection::vec(tag_line(), 0..6),
+    )
+        .prop_map(|(id, tags)| {
+            let mut s = format!(
+                "/*\n * @test{}\n",
+                id.map(|i| format!(" {i}")).unwrap_or_default()
+            );
+            for t in tags {
+                s.push_str(&format!(" * {t}\n"));
+            }
+            s.push_str(" */\n");
+            s
+        })
 }
 
 proptest! {

@@ -2,6 +2,8 @@
 //! process, create → drop → create with no mapping left behind, heap and thread access, NMT.
 //! One VM per process means these tests take turns (`#[serial]`).
 
+mod common;
+
 use std::sync::atomic::Ordering;
 
 use rtvm::os::procfs;
@@ -135,31 +137,7 @@ fn create_drop_create_leaves_nothing_behind() {
             "stack {s:x?} unmapped"
         );
     }
-    let after = procfs::read_maps().unwrap();
-    let new: Vec<_> = after
-        .iter()
-        .filter(|m| !before.iter().any(|b| b.start == m.start && b.end == m.end))
-        .collect();
-    // glibc gives each new thread's allocations a malloc arena: a 64 MiB-aligned, 64 MiB
-    // region (read-write head, PROT_NONE rest) that outlives the thread by design. Those are
-    // the C allocator's, not the VM's; anything else would be a leak.
-    const ARENA: usize = 64 << 20;
-    let mut leaked = Vec::new();
-    let mut i = 0;
-    while i < new.len() {
-        let m = new[i];
-        let is_arena = m.start % ARENA == 0
-            && m.perms == "rw-p"
-            && new
-                .get(i + 1)
-                .is_some_and(|n| n.start == m.end && n.perms == "---p" && n.end - m.start == ARENA);
-        if is_arena {
-            i += 2;
-        } else {
-            leaked.push(m);
-            i += 1;
-        }
-    }
+    let leaked = common::new_mappings_besides_arenas(&before);
     assert!(leaked.is_empty(), "mappings left behind: {leaked:#?}");
     let vm = create(&["-Xmx64m"]).expect("create again");
     vm.shutdown().unwrap();

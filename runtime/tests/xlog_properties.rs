@@ -5,11 +5,17 @@ use proptest::prelude::*;
 use rtvm::logging::{parse_xlog, XlogRequest, TAGS};
 
 fn selection() -> impl Strategy<Value = String> {
-    let tag = prop_oneof![prop::sample::select(TAGS.to_vec()).prop_map(str::to_owned), "[a-z]{1,8}", Just("all".to_string())];
+    let tag = prop_oneof![
+        prop::sample::select(TAGS.to_vec()).prop_map(str::to_owned),
+        "[a-z]{1,8}",
+        Just("all".to_string())
+    ];
     (
         prop::collection::vec(tag, 1..4),
         any::<bool>(),
-        prop::option::of(prop::sample::select(vec!["off", "trace", "debug", "info", "warning", "error", "bogus", ""])),
+        prop::option::of(prop::sample::select(vec![
+            "off", "trace", "debug", "info", "warning", "error", "bogus", "",
+        ])),
     )
         .prop_map(|(tags, wild, level)| {
             let mut s = tags.join("+");
@@ -34,18 +40,34 @@ fn option() -> impl Strategy<Value = String> {
     let decorators = prop_oneof![
         Just(String::new()),
         Just("none".to_string()),
-        prop::collection::vec(prop::sample::select(vec!["uptime", "u", "tid", "pid", "level", "tags", "time", "utc", "hostname", "bogus"]), 1..4)
-            .prop_map(|d| d.join(",")),
+        prop::collection::vec(
+            prop::sample::select(vec![
+                "uptime", "u", "tid", "pid", "level", "tags", "time", "utc", "hostname", "bogus"
+            ]),
+            1..4
+        )
+        .prop_map(|d| d.join(",")),
     ];
-    let opts = prop_oneof![Just(String::new()), "filecount=[0-9a-z]{1,3}", "filesize=[0-9]{1,4}[kmg]?", "[a-z=,]{1,10}"];
+    let opts = prop_oneof![
+        Just(String::new()),
+        "filecount=[0-9a-z]{1,3}",
+        "filesize=[0-9]{1,4}[kmg]?",
+        "[a-z=,]{1,10}"
+    ];
     prop_oneof![
-        (prop::collection::vec(selection(), 1..4), output, decorators, opts).prop_map(|(s, o, d, x)| {
-            let mut parts = vec![s.join(","), o, d, x];
-            while parts.last().is_some_and(|p| p.is_empty()) {
-                parts.pop();
-            }
-            format!("-Xlog:{}", parts.join(":"))
-        }),
+        (
+            prop::collection::vec(selection(), 1..4),
+            output,
+            decorators,
+            opts
+        )
+            .prop_map(|(s, o, d, x)| {
+                let mut parts = vec![s.join(","), o, d, x];
+                while parts.last().is_some_and(|p| p.is_empty()) {
+                    parts.pop();
+                }
+                format!("-Xlog:{}", parts.join(":"))
+            }),
         Just("-Xlog".to_string()),
         Just("-Xlog:disable".to_string()),
         "-Xlog[:a-z+*=,]{0,30}",

@@ -1,0 +1,104 @@
+//! Faults at VM creation, each in a child process so this one is unharmed: an `-Xmx` that
+//! cannot be reserved (low `RLIMIT_AS`), an `-Xms` that cannot be committed (low
+//! `RLIMIT_DATA`). Each fails with HotSpot's wording and a JNI-style code, and leaves nothing
+//! mapped: the workers started before the heap are joined, their stacks unmapped.
+
+mod common;
+
+use common::*;
+use rtvm::os::procfs;
+use rtvm::os::system::{set_soft_limit, Limit};
+use rtvm::{ErrorCode, ErrorKind, InitArgs, Vm};
+
+fn vm_kb(field: &str) -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix(field)
+                .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        })
+        .unwrap()
+}
+
+fn check_child(test: &str, role: &str) {
+    let out = run_child(test, role);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("CHILD OK"),
+        "{}\n{}",
+        stdout,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn unreservable_heap() {
+    if child_role().is_none() {
+        return check_child("unreservable_heap", "as");
+    }
+    // Warm up what any first VM sets up once per process.
+    drop(Vm::create(InitArgs::new(["-Xmx16m"])).unwrap());
+    let before = procfs::read_maps().unwrap();
+    set_soft_limit(Limit::AddressSpace, vm_kb("VmSize:") * 1024 + (1 << 30)).unwrap();
+    let e = Vm::create(InitArgs::new(["-Xmx4g", "-XX:ParallelGCThreads=2"])).unwrap_err();
+    assert_eq!(
+        (e.code, e.kind),
+        (ErrorCode::NoMem, ErrorKind::Initialization),
+        "{e}"
+    );
+    assert_eq!(
+        e.message,
+        "Could not reserve enough space for 4194304KB object heap\n"
+    );
+    let leaked = new_mappings_besides_arenas(&before);
+    assert!(
+        leaked.is_empty(),
+        "left mapped after a failed creation: {leaked:#?}"
+    );
+    println!("CHILD OK");
+}
+
+#[test]
+fn uncommittable_heap() {
+    if child_role().is_none() {
+        return check_child("uncommittable_heap", "data");
+    }
+    drop(Vm::create(InitArgs::new(["-Xmx16m"])).unwrap());
+    let before = procfs::read_maps().unwrap();
+    set_soft_limit(Limit::Data, vm_kb("VmData:") * 1024 + (128 << 20)).unwrap();
+    let e = Vm::create(InitArgs::new([
+        "-Xms512m",
+        "-Xmx1g",
+        "-XX:ParallelGCThreads=2",
+    ]))
+    .unwrap_err();
+    assert_eq!(
+        (e.code, e.kind),
+        (ErrorCode::NoMem, ErrorKind::Initialization),
+        "{e}"
+    );
+    assert!(
+        e.message.starts_with("os::commit_memory(0x"),
+        "{}",
+        e.message
+    );
+    assert!(
+        e.message
+            .ends_with(", 536870912, 0) failed; error='Cannot allocate memory' (errno=12)\n"),
+        "{}",
+        e.message
+    );
+    let leaked = new_mappings_besides_arenas(&before);
+    assert!(
+        leaked.is_empty(),
+        "left mapped after a failed creation: {leaked:#?}"
+    );
+    // With the limit lifted the VM can be created again.
+    set_soft_limit(Limit::Data, u64::MAX).unwrap();
+    Vm::create(InitArgs::new(["-Xms512m", "-Xmx1g"]))
+        .unwrap()
+        .shutdown()
+        .unwrap();
+    println!("CHILD OK");
+}
