@@ -17,7 +17,7 @@ pub fn new_mappings_besides_arenas(before: &[MapsEntry]) -> Vec<MapsEntry> {
     let mut i = 0;
     while i < new.len() {
         let m = new[i];
-        let is_arena = m.start % ARENA == 0
+        let is_arena = m.start.is_multiple_of(ARENA)
             && m.perms == "rw-p"
             && new
                 .get(i + 1)
