@@ -192,41 +192,10 @@ fn tags(block: &Block) -> Vec<(usize, String, String)> {
     out
 }
 
-/// Splits action arguments at whitespace; double quotes group.
-fn split_args(s: &str) -> Result<Vec<String>, String> {
-    let mut out = Vec::new();
-    let mut cur = String::new();
-    let mut quoted = false;
-    let mut in_token = false;
-    for c in s.chars() {
-        match c {
-            '"' => {
-                quoted = !quoted;
-                in_token = true;
-            }
-            c if c.is_whitespace() && !quoted => {
-                if in_token {
-                    out.push(std::mem::take(&mut cur));
-                    in_token = false;
-                }
-            }
-            c => {
-                cur.push(c);
-                in_token = true;
-            }
-        }
-    }
-    if quoted {
-        return Err("unmatched quote".into());
-    }
-    if in_token {
-        out.push(cur);
-    }
-    Ok(out)
-}
-
 fn parse_action(text: &str, line: usize) -> Result<Action, String> {
-    let tokens = split_args(text)?;
+    // Quotes group arguments as in an options file.
+    let tokens = rtvm::flags::optfile::tokenize_options(text, "@run")
+        .map_err(|e| e.message.trim_end().to_owned())?;
     let Some((head, rest)) = tokens.split_first() else {
         return Err("@run needs an action".into());
     };
@@ -307,7 +276,8 @@ fn parse_action(text: &str, line: usize) -> Result<Action, String> {
         othervm,
         manual,
         fail,
-        timeout: timeout.unwrap_or(DEFAULT_TIMEOUT),
+        // Manual actions have no timeout, as in jtreg.
+        timeout: timeout.unwrap_or(if manual { 0 } else { DEFAULT_TIMEOUT }),
         vm_options: vm_options.to_vec(),
         main,
         args: rest[1..].to_vec(),
@@ -612,7 +582,7 @@ pub fn main() {}
             (
                 "/*\n * @test\n * @run main \"Foo\n */",
                 3,
-                "unmatched quote",
+                "Unmatched quote in @run",
             ),
         ];
         for (src, line, want) in cases {

@@ -108,6 +108,31 @@ pub fn parse_maps(text: &str) -> Vec<MapsEntry> {
     text.lines().filter_map(MapsEntry::parse_line).collect()
 }
 
+/// The mappings that are not glibc malloc arenas. glibc gives a thread's allocations an arena:
+/// a 64 MiB-aligned, 64 MiB region (read-write head, `PROT_NONE` rest) that outlives the
+/// thread by design. Checks for leaked mappings leave those out: they are the C allocator's.
+pub fn without_malloc_arenas(maps: &[MapsEntry]) -> Vec<MapsEntry> {
+    const ARENA: usize = 64 << 20;
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < maps.len() {
+        let m = &maps[i];
+        let is_arena = m.start.is_multiple_of(ARENA)
+            && m.perms == "rw-p"
+            && m.name.is_empty()
+            && maps
+                .get(i + 1)
+                .is_some_and(|n| n.start == m.end && n.perms == "---p" && n.end - m.start == ARENA);
+        if is_arena {
+            i += 2;
+        } else {
+            out.push(m.clone());
+            i += 1;
+        }
+    }
+    out
+}
+
 /// Reads `/proc/self/maps`.
 pub fn read_maps() -> io::Result<Vec<MapsEntry>> {
     std::fs::read_to_string("/proc/self/maps").map(|t| parse_maps(&t))
@@ -375,6 +400,22 @@ VmFlags: rd mr mw me \n";
         assert_eq!(MapsEntry::parse_line("zz-8f00 ---p 0 0 0"), None);
         assert_eq!(MapsEntry::parse_line("9000-8000 ---p 0 0 0"), None);
         assert_eq!(MapsEntry::parse_line(""), None);
+    }
+
+    #[test]
+    fn arenas_are_recognised() {
+        let text = "7f0000000000-7f0000021000 rw-p 00000000 00:00 0 \n\
+                    7f0000021000-7f0004000000 ---p 00000000 00:00 0 \n\
+                    7f0004000000-7f0004001000 rw-p 00000000 00:00 0 \n\
+                    7f0004100000-7f0004121000 rw-p 00000000 00:00 0 \n\
+                    7f0004121000-7f0008100000 ---p 00000000 00:00 0 \n";
+        let left = without_malloc_arenas(&parse_maps(text));
+        assert_eq!(
+            left.len(),
+            3,
+            "only the 64 MiB-aligned pair is an arena: {left:?}"
+        );
+        assert_eq!(left[0].start, 0x7f00_0400_0000);
     }
 
     #[test]

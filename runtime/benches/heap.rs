@@ -19,20 +19,18 @@
 //! order; figures are medians.
 
 use std::collections::BTreeMap;
-use std::process::{Command, Stdio};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+#[path = "common.rs"]
+mod common;
+
+use common::{have_java, median, time_process};
 use rtvm::os::{HugePageAdvice, PageInfo, PretouchRequest, Reservation, ThpMode};
 use rtvm::{InitArgs, Vm};
 
 const GIB: usize = 1 << 30;
 const HEAP: usize = 4 * GIB;
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
 
 fn gbps(bytes: usize, d: Duration) -> f64 {
     bytes as f64 / d.as_secs_f64() / 1e9
@@ -208,27 +206,8 @@ fn throughput(rounds: usize, thp_ok: bool) {
     println!();
 }
 
-fn run_time(program: &str, args: &[&str]) -> Duration {
-    let start = Instant::now();
-    let st = Command::new(program)
-        .args(args)
-        .env_remove("RTVM_OPTIONS")
-        .env_remove("JAVA_TOOL_OPTIONS")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .expect("start");
-    assert!(st.success(), "{program} {args:?}");
-    start.elapsed()
-}
-
 fn java_side_by_side(rounds: usize, thp_ok: bool) {
-    let java = Command::new("java")
-        .arg("-version")
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !java {
+    if !have_java() {
         println!("## Side by side with java: skipped, `java` is not installed");
         return;
     }
@@ -256,11 +235,11 @@ fn java_side_by_side(rounds: usize, thp_ok: bool) {
         let (mut rw, mut ro, mut jw, mut jo) = (vec![], vec![], vec![], vec![]);
         for _ in 0..rounds {
             warm(HEAP, thp);
-            rw.push(run_time(rtvm, &with));
-            ro.push(run_time(rtvm, &without));
+            rw.push(time_process(rtvm, &with));
+            ro.push(time_process(rtvm, &without));
             warm(HEAP, thp);
-            jw.push(run_time("java", &with));
-            jo.push(run_time("java", &without));
+            jw.push(time_process("java", &with));
+            jo.push(time_process("java", &without));
         }
         let r = median(rw).saturating_sub(median(ro));
         let j = median(jw).saturating_sub(median(jo));
@@ -404,19 +383,11 @@ fn access(rounds: usize, thp_ok: bool) {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    if args.iter().any(|a| a == "--list") {
+    if common::listing() {
         return;
     }
-    let rounds = args
-        .iter()
-        .position(|a| a == "--rounds")
-        .and_then(|i| args.get(i + 1)?.parse().ok())
-        .unwrap_or(3usize);
-    let only = args
-        .iter()
-        .position(|a| a == "--only")
-        .and_then(|i| args.get(i + 1).cloned());
+    let rounds = common::arg("--rounds").unwrap_or(3usize);
+    let only: Option<String> = common::arg("--only");
     let pages = PageInfo::detect();
     let thp_ok = !matches!(pages.thp.mode, ThpMode::Never | ThpMode::Unknown);
     println!(

@@ -4,45 +4,20 @@
 //!
 //! `cargo bench -p rtvm --bench startup [-- --runs N]`
 
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+#[path = "common.rs"]
+mod common;
 
-fn time(program: &str, args: &[&str]) -> Duration {
-    let start = Instant::now();
-    let status = Command::new(program)
-        .args(args)
-        .env_remove("RTVM_OPTIONS")
-        .env_remove("JAVA_TOOL_OPTIONS")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .expect("start process");
-    let elapsed = start.elapsed();
-    assert!(status.success(), "{program} {args:?} failed");
-    elapsed
-}
+use std::time::Duration;
 
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
+use common::{have_java, median, time_process as time};
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    if args.iter().any(|a| a == "--list") {
+    if common::listing() {
         return;
     }
-    let runs = args
-        .iter()
-        .position(|a| a == "--runs")
-        .and_then(|i| args.get(i + 1)?.parse().ok())
-        .unwrap_or(41usize);
+    let runs = common::arg("--runs").unwrap_or(41usize);
     let rtvm = env!("CARGO_BIN_EXE_rtvm");
-    let java = Command::new("java")
-        .arg("-version")
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
+    let java = have_java();
     let mut floor = Vec::new();
     let mut ours = Vec::new();
     let mut theirs = Vec::new();

@@ -11,9 +11,13 @@
 
 use std::collections::BTreeMap;
 use std::process::Command;
-use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+#[path = "common.rs"]
+mod common;
+
+use common::median;
+use rtvm::mains::IdleGate;
 use rtvm::os::procfs::read_status;
 use rtvm::os::stack::{self, recommended_alt_stack_size, StackMapping, StackSpec};
 use rtvm::{InitArgs, Vm};
@@ -25,39 +29,6 @@ const STACK: usize = 2 << 20;
 /// main thread.
 /// A variant's sampler: (time to all-running, RSS growth in kB).
 type Sampler = fn() -> (Duration, u64);
-
-type Gate = Arc<(Mutex<(usize, bool)>, Condvar, Condvar)>;
-
-fn gate() -> Gate {
-    Arc::new((Mutex::new((0, false)), Condvar::new(), Condvar::new()))
-}
-
-fn body(g: &Gate) -> impl FnOnce() + Send + 'static {
-    let g = Arc::clone(g);
-    move || {
-        let (m, started, stop) = &*g;
-        let mut s = m.lock().unwrap();
-        s.0 += 1;
-        started.notify_one();
-        while !s.1 {
-            s = stop.wait(s).unwrap();
-        }
-    }
-}
-
-fn wait_all(g: &Gate, n: usize) {
-    let (m, started, _) = &**g;
-    let mut s = m.lock().unwrap();
-    while s.0 < n {
-        s = started.wait(s).unwrap();
-    }
-}
-
-fn release(g: &Gate) {
-    let (m, _, stop) = &**g;
-    m.lock().unwrap().1 = true;
-    stop.notify_all();
-}
 
 fn rss_kb() -> u64 {
     read_status().unwrap().vm_rss_kb
@@ -73,16 +44,16 @@ fn rtvm_sample(mitigated: bool) -> (Duration, u64) {
         ]);
     }
     let vm = Vm::create(InitArgs::new(opts)).expect("create VM");
-    let g = gate();
+    let g = IdleGate::new();
     let before = rss_kb();
     let start = Instant::now();
     let threads: Vec<_> = (0..THREADS)
-        .map(|i| vm.spawn(&format!("T{i}"), body(&g)).expect("spawn"))
+        .map(|i| vm.spawn(&format!("T{i}"), g.parked_body()).expect("spawn"))
         .collect();
-    wait_all(&g, THREADS);
+    g.wait_started(THREADS);
     let elapsed = start.elapsed();
     let grown = rss_kb().saturating_sub(before);
-    release(&g);
+    g.release();
     for t in threads {
         t.join().unwrap();
     }
@@ -91,21 +62,21 @@ fn rtvm_sample(mitigated: bool) -> (Duration, u64) {
 }
 
 fn std_sample() -> (Duration, u64) {
-    let g = gate();
+    let g = IdleGate::new();
     let before = rss_kb();
     let start = Instant::now();
     let threads: Vec<_> = (0..THREADS)
         .map(|_| {
             std::thread::Builder::new()
                 .stack_size(STACK)
-                .spawn(body(&g))
+                .spawn(g.parked_body())
                 .expect("spawn")
         })
         .collect();
-    wait_all(&g, THREADS);
+    g.wait_started(THREADS);
     let elapsed = start.elapsed();
     let grown = rss_kb().saturating_sub(before);
-    release(&g);
+    g.release();
     for t in threads {
         t.join().unwrap();
     }
@@ -115,7 +86,7 @@ fn std_sample() -> (Duration, u64) {
 /// The OS layer alone: map + spawn, with or without MADV_NOHUGEPAGE (guard placed early in
 /// both), to isolate what the advice costs per thread.
 fn os_sample(no_huge: bool) -> (Duration, u64) {
-    let g = gate();
+    let g = IdleGate::new();
     let before = rss_kb();
     let start = Instant::now();
     let threads: Vec<_> = (0..THREADS)
@@ -128,14 +99,14 @@ fn os_sample(no_huge: bool) -> (Duration, u64) {
                 guard_early: true,
                 name: format!("T{i}"),
             };
-            let b = body(&g);
+            let b = g.parked_body();
             stack::spawn(StackMapping::map(&spec).unwrap(), Box::new(move |_| b())).unwrap()
         })
         .collect();
-    wait_all(&g, THREADS);
+    g.wait_started(THREADS);
     let elapsed = start.elapsed();
     let grown = rss_kb().saturating_sub(before);
-    release(&g);
+    g.release();
     for t in threads {
         t.join();
     }
@@ -223,21 +194,11 @@ fn java_samples(rounds: usize) -> Result<Vec<(Duration, u64)>, String> {
     Ok(samples)
 }
 
-fn median<T: Ord + Copy>(mut v: Vec<T>) -> T {
-    v.sort();
-    v[v.len() / 2]
-}
-
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    if args.iter().any(|a| a == "--list") {
+    if common::listing() {
         return;
     }
-    let rounds = args
-        .iter()
-        .position(|a| a == "--rounds")
-        .and_then(|i| args.get(i + 1)?.parse().ok())
-        .unwrap_or(7usize);
+    let rounds = common::arg("--rounds").unwrap_or(7usize);
     let pages = rtvm::os::PageInfo::detect();
     println!(
         "thread bench: {THREADS} threads × 2 MiB stacks, {rounds} rounds interleaved, THP mode {}",

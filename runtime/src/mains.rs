@@ -1,4 +1,4 @@
-//! Built-in mains.
+//! Built-in mains, and the idle-thread gate they (and tests) use.
 
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
@@ -8,14 +8,52 @@ use rtvm_os_linux::procfs;
 use crate::launcher::MainResult;
 use crate::vm::Vm;
 
-/// A latch the idle threads report to and wait on. Two condition variables, so that a
-/// thread reporting in wakes only the waiting main, never the other idle threads (a single
-/// one would make starting N threads cost N² wake-ups).
-#[derive(Default)]
-struct Idle {
-    state: Mutex<(usize, bool)>, // (started, stop)
+/// A gate idle threads report to and park at until released. Two condition variables, so a
+/// thread reporting in wakes only the waiter, never the other parked threads (one would make
+/// starting N threads cost N² wake-ups).
+#[derive(Debug, Default)]
+pub struct IdleGate {
+    state: Mutex<(usize, bool)>, // (started, released)
     started: Condvar,
-    stop: Condvar,
+    released: Condvar,
+}
+
+impl IdleGate {
+    /// A new, closed gate.
+    pub fn new() -> Arc<IdleGate> {
+        Arc::new(IdleGate::default())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, (usize, bool)> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A thread body that reports in and parks until [`release`](IdleGate::release).
+    pub fn parked_body(self: &Arc<Self>) -> impl FnOnce() + Send + 'static {
+        let gate = Arc::clone(self);
+        move || {
+            let mut s = gate.lock();
+            s.0 += 1;
+            gate.started.notify_one();
+            while !s.1 {
+                s = gate.released.wait(s).unwrap_or_else(|p| p.into_inner());
+            }
+        }
+    }
+
+    /// Waits until `n` threads have reported in.
+    pub fn wait_started(&self, n: usize) {
+        let mut s = self.lock();
+        while s.0 < n {
+            s = self.started.wait(s).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// Lets every parked thread (and any that reports in later) go.
+    pub fn release(&self) {
+        self.lock().1 = true;
+        self.released.notify_all();
+    }
 }
 
 /// One line from the kernel's view: `VmRSS`, `Threads` and `AnonHugePages`.
@@ -43,20 +81,11 @@ pub fn idle_threads(vm: &Vm, args: &[String]) -> MainResult {
             .ok_or(usage)?,
         None => 0.0,
     };
-    let idle = Arc::new(Idle::default());
+    let gate = IdleGate::new();
     let mut threads = Vec::with_capacity(count);
     let mut failure = None;
     for i in 0..count {
-        let idle_c = Arc::clone(&idle);
-        let spawned = vm.spawn(&format!("Idle#{i}"), move || {
-            let mut s = idle_c.state.lock().unwrap_or_else(|p| p.into_inner());
-            s.0 += 1;
-            idle_c.started.notify_one();
-            while !s.1 {
-                s = idle_c.stop.wait(s).unwrap_or_else(|p| p.into_inner());
-            }
-        });
-        match spawned {
+        match vm.spawn(&format!("Idle#{i}"), gate.parked_body()) {
             Ok(t) => threads.push(t),
             Err(e) => {
                 failure = Some(e);
@@ -66,21 +95,13 @@ pub fn idle_threads(vm: &Vm, args: &[String]) -> MainResult {
     }
     let started = threads.len();
     if failure.is_none() {
-        let mut s = idle.state.lock().unwrap_or_else(|p| p.into_inner());
-        while s.0 < started {
-            s = idle.started.wait(s).unwrap_or_else(|p| p.into_inner());
-        }
-        drop(s);
+        gate.wait_started(started);
         println!("{}", memory_line("IdleThreads", count)?);
         if hold > 0.0 {
             std::thread::sleep(Duration::from_secs_f64(hold));
         }
     }
-    {
-        let mut s = idle.state.lock().unwrap_or_else(|p| p.into_inner());
-        s.1 = true;
-        idle.stop.notify_all();
-    }
+    gate.release();
     for t in threads {
         t.join()?;
     }

@@ -3,33 +3,14 @@
 
 use rtvm::os::procfs::{self, MapsEntry};
 
-/// Mappings in `after` that were not in `before`, leaving out glibc malloc arenas: a new
-/// thread's allocations get a 64 MiB-aligned, 64 MiB region (read-write head, `PROT_NONE`
-/// rest) that outlives the thread by design — the C allocator's, not the VM's.
+/// Mappings now that were not in `before`, besides glibc malloc arenas (see
+/// [`procfs::without_malloc_arenas`]).
 pub fn new_mappings_besides_arenas(before: &[MapsEntry]) -> Vec<MapsEntry> {
-    const ARENA: usize = 64 << 20;
-    let after = procfs::read_maps().expect("/proc/self/maps");
-    let new: Vec<&MapsEntry> = after
-        .iter()
+    let after = procfs::without_malloc_arenas(&procfs::read_maps().expect("/proc/self/maps"));
+    after
+        .into_iter()
         .filter(|m| !before.iter().any(|b| b.start == m.start && b.end == m.end))
-        .collect();
-    let mut leaked = Vec::new();
-    let mut i = 0;
-    while i < new.len() {
-        let m = new[i];
-        let is_arena = m.start.is_multiple_of(ARENA)
-            && m.perms == "rw-p"
-            && new
-                .get(i + 1)
-                .is_some_and(|n| n.start == m.end && n.perms == "---p" && n.end - m.start == ARENA);
-        if is_arena {
-            i += 2;
-        } else {
-            leaked.push(m.clone());
-            i += 1;
-        }
-    }
-    leaked
+        .collect()
 }
 
 /// The environment variable that tells a re-executed test binary which child role to play.

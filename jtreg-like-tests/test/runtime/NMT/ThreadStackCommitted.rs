@@ -22,40 +22,24 @@
  * @run driver ThreadStackCommitted unmitigated
  */
 
-use std::sync::{Arc, Condvar, Mutex};
-
 use rtvm_jtreg::testlib::*;
 
 const THREADS: usize = 200;
 const MB: u64 = 1 << 20;
 
 fn child(vm: &Vm) -> TestResult {
-    let state = Arc::new((Mutex::new((0usize, false)), Condvar::new(), Condvar::new()));
+    let gate = rtvm::mains::IdleGate::new();
     let before = vm.native_memory_summary().ok_or_else(|| TestFailure("NMT is off".into()))?;
     let rss_before = rtvm::os::procfs::read_status()?.vm_rss_kb;
     let mut threads = Vec::new();
     for i in 0..THREADS {
-        let s = Arc::clone(&state);
-        threads.push(vm.thread(&format!("Idle#{i}")).hold_at_start(true).spawn(move || {
-            let (m, started, stop) = &*s;
-            let mut g = m.lock().unwrap();
-            g.0 += 1;
-            started.notify_one();
-            while !g.1 {
-                g = stop.wait(g).unwrap();
-            }
-        })?);
+        threads.push(vm.thread(&format!("Idle#{i}")).hold_at_start(true).spawn(gate.parked_body())?);
     }
     let collapsed = threads.iter().filter(|t| t.info().collapse_stack().is_ok()).count();
     for t in &threads {
         t.start();
     }
-    let (m, started, stop) = &*state;
-    let mut g = m.lock().unwrap();
-    while g.0 < THREADS {
-        g = started.wait(g).unwrap();
-    }
-    drop(g);
+    gate.wait_started(THREADS);
     let after = vm.native_memory_summary().ok_or_else(|| TestFailure("NMT is off".into()))?;
     let rss_after = rtvm::os::procfs::read_status()?.vm_rss_kb;
     println!(
@@ -63,8 +47,7 @@ fn child(vm: &Vm) -> TestResult {
         before.stacks.committed, after.stacks.committed, after.stacks.reserved, after.thread_count
     );
     print!("{}", after.report());
-    m.lock().unwrap().1 = true;
-    stop.notify_all();
+    gate.release();
     for t in threads {
         t.join()?;
     }

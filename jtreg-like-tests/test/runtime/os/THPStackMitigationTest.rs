@@ -45,7 +45,6 @@
  * @run main/manual THPStackMitigationTest COLLAPSE-DISABLED
  */
 
-use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use rtvm_jtreg::testlib::*;
@@ -174,20 +173,10 @@ fn collapse(extra: &[&str], expect_refused: bool) -> TestResult {
 /// In the child VM: start the threads held in their start window, collapse every stack,
 /// let them run, report.
 fn collapse_child(vm: &Vm, count: usize) -> TestResult {
-    let state = Arc::new((Mutex::new((0usize, false)), Condvar::new(), Condvar::new()));
+    let gate = rtvm::mains::IdleGate::new();
     let mut threads = Vec::new();
     for i in 0..count {
-        let s = Arc::clone(&state);
-        let t = vm.thread(&format!("Idle#{i}")).hold_at_start(true).spawn(move || {
-            let (m, started, stop) = &*s;
-            let mut g = m.lock().unwrap();
-            g.0 += 1;
-            started.notify_one();
-            while !g.1 {
-                g = stop.wait(g).unwrap();
-            }
-        })?;
-        threads.push(t);
+        threads.push(vm.thread(&format!("Idle#{i}")).hold_at_start(true).spawn(gate.parked_body())?);
     }
     let rss_before = rtvm::os::procfs::read_status()?.vm_rss_kb;
     let (mut collapsed, mut refused, mut other) = (0, 0, 0);
@@ -206,16 +195,10 @@ fn collapse_child(vm: &Vm, count: usize) -> TestResult {
     for t in &threads {
         t.start();
     }
-    let (m, started, stop) = &*state;
-    let mut g = m.lock().unwrap();
-    while g.0 < count {
-        g = started.wait(g).unwrap();
-    }
-    drop(g);
+    gate.wait_started(count);
     println!("Collapse: threads={count} collapsed={collapsed} refused={refused} other={other} rss_before_kB={rss_before}");
     println!("{}", rtvm::mains::memory_line("IdleThreads", count)?);
-    m.lock().unwrap().1 = true;
-    stop.notify_all();
+    gate.release();
     for t in threads {
         t.join()?;
     }

@@ -21,8 +21,6 @@
  * @run driver TestThreadFailure idle-threads
  */
 
-use std::sync::{Arc, Condvar, Mutex};
-
 use rtvm_jtreg::testlib::*;
 
 fn with_limits(limits: &str, args: &[&str]) -> Result<OutputAnalyzer, TestFailure> {
@@ -42,20 +40,10 @@ fn child(vm: &Vm) -> TestResult {
     use rtvm::os::system::{set_soft_limit, soft_limit, Limit};
     let original = soft_limit(Limit::AddressSpace).unwrap_or(u64::MAX);
     set_soft_limit(Limit::AddressSpace, vm_size_kb()? * 1024 + (256 << 20))?;
-    let gate = Arc::new((Mutex::new((0usize, false)), Condvar::new(), Condvar::new()));
+    let gate = rtvm::mains::IdleGate::new();
     let mut threads = Vec::new();
     let failure = loop {
-        let g = Arc::clone(&gate);
-        let spawned = vm.spawn(&format!("Idle#{}", threads.len()), move || {
-            let (m, started, stop) = &*g;
-            let mut s = m.lock().unwrap();
-            s.0 += 1;
-            started.notify_one();
-            while !s.1 {
-                s = stop.wait(s).unwrap();
-            }
-        });
-        match spawned {
+        match vm.spawn(&format!("Idle#{}", threads.len()), gate.parked_body()) {
             Ok(t) => threads.push(t),
             Err(e) => break e,
         }
@@ -67,17 +55,11 @@ fn child(vm: &Vm) -> TestResult {
     check(message == expected, || format!("message was: {message}\nexpected:    {expected}"))?;
     check(threads.len() > 10, || format!("only {} threads started before the failure", threads.len()))?;
     // The started threads are all alive and reach their body.
-    let (m, started, stop) = &*gate;
-    let mut s = m.lock().unwrap();
-    while s.0 < threads.len() {
-        s = started.wait(s).unwrap();
-    }
-    drop(s);
+    gate.wait_started(threads.len());
     // The VM goes on: with the limit back, a thread starts again.
     set_soft_limit(Limit::AddressSpace, original)?;
     vm.spawn("after-failure", || println!("after-failure ran"))?.join()?;
-    m.lock().unwrap().1 = true;
-    stop.notify_all();
+    gate.release();
     let started = threads.len();
     let stacks: Vec<_> = threads.iter().map(|t| t.info().layout.mapping.clone()).collect();
     for t in threads {
