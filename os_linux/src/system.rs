@@ -206,13 +206,10 @@ mod tests {
         assert!(available_processors() >= 1);
         assert!(current_tid() > 0);
         assert!(max_map_count().unwrap() > 1000);
-        let before = malloc_stats().unwrap();
         let big = vec![1u8; 64 << 20];
         let during = malloc_stats().unwrap();
-        assert!(
-            during.in_use >= before.in_use + (64 << 20) - 4096,
-            "{before:?} {during:?}"
-        );
+        // Absolute, not a difference: other tests allocate and free concurrently.
+        assert!(during.in_use >= 64 << 20, "{during:?}");
         assert!(during.reserved >= during.in_use);
         drop(big);
     }

@@ -19,7 +19,11 @@
 //! the OS layer ([`rtvm_os_linux`]) reports page sizes and THP modes, ergonomics fill in
 //! what the user did not set, the worker gang starts, the heap is reserved, committed and
 //! pretouched. Nothing in the library exits the process; errors come back as values.
+//!
+//! `unsafe` code is confined to the OS layer and to the C API ([`capi`]).
+#![deny(unsafe_code)]
 
+#[allow(unsafe_code)]
 pub mod capi;
 pub mod heap;
 pub mod launcher;
