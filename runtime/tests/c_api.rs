@@ -1,6 +1,10 @@
 //! The C API from C: `runtime/examples/embed.c` and README's C example are compiled with
-//! the system `cc` against `librtvm.so` (and `librtvm.a`), run, and — where valgrind is
+//! the system `cc` against the shared and the static C library, run, and — where valgrind is
 //! installed — run under `valgrind --error-exitcode=1`.
+//!
+//! `cargo test` builds the C library as the example targets `rtvm_capi` (cdylib) and
+//! `rtvm_capi_static` (staticlib); when only this test is asked for, they are built here into
+//! a separate target directory.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -25,19 +29,50 @@ fn have(tool: &str) -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
+/// The directory holding `librtvm_capi.so` and `librtvm_capi_static.a`.
+fn c_library_dir() -> PathBuf {
+    let dir = target_dir().join("examples");
+    if dir.join("librtvm_capi.so").exists() && dir.join("librtvm_capi_static.a").exists() {
+        return dir;
+    }
+    let own = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("c-library");
+    let status = Command::new(env!("CARGO"))
+        .args([
+            "build",
+            "-p",
+            "rtvm",
+            "--example",
+            "rtvm_capi",
+            "--example",
+            "rtvm_capi_static",
+            "--target-dir",
+        ])
+        .arg(&own)
+        .current_dir(root())
+        .status()
+        .expect("run cargo");
+    assert!(status.success(), "building the C library failed");
+    own.join("debug/examples")
+}
+
 fn compile(source: &Path, out: &Path, static_link: bool) -> Result<(), String> {
-    let lib = target_dir();
+    let lib = c_library_dir();
     let mut cc = Command::new("cc");
     cc.args(["-Wall", "-Wextra", "-Werror", "-o"])
         .arg(out)
         .arg(source)
         .arg(format!("-I{}", root().join("include").display()));
     if static_link {
-        cc.arg(lib.join("librtvm.a"))
-            .args(["-lpthread", "-ldl", "-lm", "-lgcc_s", "-lc"]);
+        cc.arg(lib.join("librtvm_capi_static.a")).args([
+            "-lpthread",
+            "-ldl",
+            "-lm",
+            "-lgcc_s",
+            "-lc",
+        ]);
     } else {
         cc.arg(format!("-L{}", lib.display()))
-            .arg("-lrtvm")
+            .arg("-lrtvm_capi")
             .arg(format!("-Wl,-rpath,{}", lib.display()));
     }
     let o = cc.output().map_err(|e| e.to_string())?;
@@ -75,10 +110,6 @@ fn example_embedder_builds_runs_and_is_valgrind_clean() {
         println!("skipped: no C compiler (`cc`) on this machine");
         return;
     }
-    assert!(
-        target_dir().join("librtvm.so").exists(),
-        "cargo builds the cdylib with the tests"
-    );
     let bin = scratch("embed");
     compile(&root().join("examples/embed.c"), &bin, false).unwrap();
     let (code, out, err) = run(&bin);
