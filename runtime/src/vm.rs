@@ -272,7 +272,7 @@ impl Vm {
                 "rtvm warning: PrintNMTStatistics is disabled, because native memory tracking is not enabled\n",
             );
         }
-        log_page_sizes(&pages, &flags, &ergo);
+        log_page_sizes(&pages, &ergo);
 
         let registry = Arc::new(Registry::default());
         let gang = WorkerGang::new(ergo.gc_threads, &registry, &ergo.policy)
@@ -493,6 +493,8 @@ struct Ergo {
     gc_threads: usize,
     heap: HeapConfig,
     policy: StackPolicy,
+    /// Why the stack policy is what it is, for `-Xlog:pagesize`.
+    stack_reason: String,
     thp_heap: bool,
 }
 
@@ -665,7 +667,7 @@ fn ergonomics(s: &mut Settings, pages: &PageInfo) -> Result<Ergo, CreateError> {
         }
     };
     let disable = s.get(flag::DisableTHPStackMitigation);
-    let (mitigated, no_huge_pages, _reason) = StackPolicy::decide(disable, pages);
+    let (mitigated, no_huge_pages, stack_reason) = StackPolicy::decide(disable, pages);
     let policy = StackPolicy {
         mitigated,
         no_huge_pages,
@@ -720,12 +722,13 @@ fn ergonomics(s: &mut Settings, pages: &PageInfo) -> Result<Ergo, CreateError> {
         gc_threads,
         heap,
         policy,
+        stack_reason,
         thp_heap,
     })
 }
 
 /// `-Xlog:pagesize`: what the VM found and decided, in HotSpot's words where it has them.
-fn log_page_sizes(pages: &PageInfo, flags: &Flags, ergo: &Ergo) {
+fn log_page_sizes(pages: &PageInfo, ergo: &Ergo) {
     if !log::log_enabled!(target: "pagesize", log::Level::Info) {
         return;
     }
@@ -775,13 +778,12 @@ fn log_page_sizes(pages: &PageInfo, flags: &Flags, ergo: &Ergo) {
         "Kernel marks MAP_STACK mappings MADV_NOHUGEPAGE (nh): {} (rtvm does not rely on it)",
         if kernel_marks_map_stack_nohugepage() { "yes" } else { "no" }
     );
-    let (_, _, reason) = StackPolicy::decide(flags.get(flag::DisableTHPStackMitigation), pages);
     if ergo.policy.mitigated {
         log::info!(target: "pagesize", "VM will attempt to prevent THPs in thread stacks.");
     } else {
         log::info!(target: "pagesize", "VM will *not* prevent THPs in thread stacks. This may cause high RSS.");
     }
-    log::info!(target: "pagesize", "THP stack mitigation: {reason}");
+    log::info!(target: "pagesize", "THP stack mitigation: {}", ergo.stack_reason);
     if ergo.thp_heap {
         log::info!(target: "pagesize", "UseLargePages=1, UseTransparentHugePages=1");
         log::info!(
