@@ -11,6 +11,7 @@
 
 use std::collections::BTreeMap;
 use std::process::Command;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 #[path = "common.rs"]
@@ -25,8 +26,6 @@ use rtvm::{InitArgs, Vm};
 const THREADS: usize = 1000;
 const STACK: usize = 2 << 20;
 
-/// (started, stop) with one condition variable each: a thread reporting in wakes only the
-/// main thread.
 /// A variant's sampler: (time to all-running, RSS growth in kB).
 type Sampler = fn() -> (Duration, u64);
 
@@ -34,7 +33,21 @@ fn rss_kb() -> u64 {
     read_status().unwrap().vm_rss_kb
 }
 
-/// (time to all-running, RSS growth in kB)
+/// Starts `THREADS` parked threads with `spawn`, stops the clock when all run, reads the RSS
+/// growth, then releases and joins them: (time to all-running, RSS growth in kB).
+fn measure<T>(spawn: impl Fn(usize, &Arc<IdleGate>) -> T, join: impl Fn(T)) -> (Duration, u64) {
+    let g = IdleGate::new();
+    let before = rss_kb();
+    let start = Instant::now();
+    let threads: Vec<T> = (0..THREADS).map(|i| spawn(i, &g)).collect();
+    g.wait_started(THREADS);
+    let elapsed = start.elapsed();
+    let grown = rss_kb().saturating_sub(before);
+    g.release();
+    threads.into_iter().for_each(join);
+    (elapsed, grown)
+}
+
 fn rtvm_sample(mitigated: bool) -> (Duration, u64) {
     let mut opts = vec!["-Xms8m", "-Xmx8m", "-Xss2m", "-XX:ParallelGCThreads=1"];
     if !mitigated {
@@ -44,53 +57,31 @@ fn rtvm_sample(mitigated: bool) -> (Duration, u64) {
         ]);
     }
     let vm = Vm::create(InitArgs::new(opts)).expect("create VM");
-    let g = IdleGate::new();
-    let before = rss_kb();
-    let start = Instant::now();
-    let threads: Vec<_> = (0..THREADS)
-        .map(|i| vm.spawn(&format!("T{i}"), g.parked_body()).expect("spawn"))
-        .collect();
-    g.wait_started(THREADS);
-    let elapsed = start.elapsed();
-    let grown = rss_kb().saturating_sub(before);
-    g.release();
-    for t in threads {
-        t.join().unwrap();
-    }
+    let r = measure(
+        |i, g| vm.spawn(&format!("T{i}"), g.parked_body()).expect("spawn"),
+        |t| t.join().unwrap(),
+    );
     vm.shutdown().unwrap();
-    (elapsed, grown)
+    r
 }
 
 fn std_sample() -> (Duration, u64) {
-    let g = IdleGate::new();
-    let before = rss_kb();
-    let start = Instant::now();
-    let threads: Vec<_> = (0..THREADS)
-        .map(|_| {
+    measure(
+        |_, g| {
             std::thread::Builder::new()
                 .stack_size(STACK)
                 .spawn(g.parked_body())
                 .expect("spawn")
-        })
-        .collect();
-    g.wait_started(THREADS);
-    let elapsed = start.elapsed();
-    let grown = rss_kb().saturating_sub(before);
-    g.release();
-    for t in threads {
-        t.join().unwrap();
-    }
-    (elapsed, grown)
+        },
+        |t| t.join().unwrap(),
+    )
 }
 
 /// The OS layer alone: map + spawn, with or without MADV_NOHUGEPAGE (guard placed early in
 /// both), to isolate what the advice costs per thread.
 fn os_sample(no_huge: bool) -> (Duration, u64) {
-    let g = IdleGate::new();
-    let before = rss_kb();
-    let start = Instant::now();
-    let threads: Vec<_> = (0..THREADS)
-        .map(|i| {
+    measure(
+        |i, g| {
             let spec = StackSpec {
                 size: STACK + 4096,
                 guard_size: 4096,
@@ -101,16 +92,9 @@ fn os_sample(no_huge: bool) -> (Duration, u64) {
             };
             let b = g.parked_body();
             stack::spawn(StackMapping::map(&spec).unwrap(), Box::new(move |_| b())).unwrap()
-        })
-        .collect();
-    g.wait_started(THREADS);
-    let elapsed = start.elapsed();
-    let grown = rss_kb().saturating_sub(before);
-    g.release();
-    for t in threads {
-        t.join();
-    }
-    (elapsed, grown)
+        },
+        |t| t.join(),
+    )
 }
 
 const JAVA_SOURCE: &str = r#"
