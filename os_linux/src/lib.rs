@@ -15,31 +15,38 @@
 //! | [`memory`] | [`Reservation`]: reserve → commit → pretouch, uncommit, protect, release |
 //! | [`pages`] | base page size, THP mode/defrag/PMD size, mTHP sizes, hugetlbfs sizes |
 //! | [`pretouch`] | `MADV_POPULATE_WRITE` (probed by effect) or an atomic add of zero per page |
-//! | [`stack`] | guard-zoned thread stacks mapped before the thread exists, overflow reports |
+//! | [`stack`] | thread stacks: HotSpot's guard zones, a guarded signal stack, no writable window |
+//! | [`thread`] | threads on those stacks: start, exit hooks (also after `pthread_exit`), join |
+//! | [`signals`] | the guard-zone reporter, alternate signal stacks, chaining, install/restore |
 //! | [`procfs`] | `status`, `smaps`, `smaps_rollup`, `maps` |
 //! | [`system`] | physical memory, processors, limits, tid, time |
-//! | [`fault`] | seccomp-based fault injection for tests |
+//! | `fault` | seccomp-based fault injection for tests (`testing` feature) |
 //!
 //! Log targets mirror HotSpot's `-Xlog` tags: `os`, `os+thread`, `pagesize`.
 
 mod error;
+#[cfg(any(test, feature = "testing"))]
 pub mod fault;
 pub mod memory;
 mod naming;
 pub mod pages;
 pub mod pretouch;
+mod probe;
 pub mod procfs;
+pub mod signals;
 pub mod stack;
 mod sys;
 pub mod system;
+pub mod thread;
 
 pub use error::{strerror, Operation, OsError, Result};
 pub use memory::{HugePageAdvice, Reservation};
 pub use naming::naming_supported;
 pub use pages::{base_page_size, PageInfo, SysRoots, ThpMode};
 pub use pretouch::{PretouchRequest, Pretouched, Primitive};
-pub use stack::{OsThread, SpawnError, StackLayout, StackMapping, StackSpec, ThreadContext};
+pub use stack::{GuardZones, StackLayout, StackMapping, StackSpec};
 pub use sys::Protection;
+pub use thread::{ForeignCall, OsThread, SpawnError, ThreadContext};
 
 /// Re-exported so callers can name errnos without depending on nix themselves.
 pub use nix::errno::Errno;

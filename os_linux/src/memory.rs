@@ -29,10 +29,23 @@
 //! at once. Operations that could invalidate memory someone borrowed (uncommit, protect,
 //! drop) take `&mut self`; committing a range that is not committed yet cannot, so it takes
 //! `&self` and can run while other threads use the committed part.
+//!
+//! **Publication.** References into the reservation ([`Reservation::atomic_words`]) are
+//! handed out only for *published* committed memory. [`Reservation::commit`] publishes at
+//! once; [`Reservation::commit_unpublished`] commits a range that nobody can borrow yet, so
+//! it can be pretouched and then either [published](Reservation::publish) or given back with
+//! [`Reservation::uncommit_unpublished`] — through `&self`, because no reference to it can
+//! exist. The published range that starts at offset 0 is also kept in an atomic, so
+//! borrowing inside it ([`Reservation::atomic_words`]) takes no lock: the bump allocator
+//! above uses it on its hot path.
+//!
+//! **Lost ranges.** If a failed `MAP_FIXED` remap dropped part of the reservation and it
+//! could not be re-reserved, those addresses may belong to someone else by now: every later
+//! operation over them is refused (`EFAULT`), and drop leaves them alone.
 
 use std::ops::Range;
-use std::sync::atomic::AtomicU64;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, RwLock};
 
 use nix::errno::Errno;
 use nix::sys::mman::MapFlags;
@@ -40,7 +53,7 @@ use nix::sys::mman::MapFlags;
 use crate::error::{Operation, OsError, Result};
 use crate::pages::base_page_size;
 use crate::pretouch::{pretouch_range, PretouchRequest, Pretouched};
-use crate::sys::{self, Protection, MADV_COLLAPSE};
+use crate::sys::{self, Protection};
 
 /// Huge page advice for a range.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -121,11 +134,22 @@ impl RangeSet {
 struct Ranges {
     /// Committed offsets.
     committed: RangeSet,
-    /// Committed offsets that are read-write (not protected).
+    /// Committed offsets that are published and read-write (not protected): the only ones
+    /// references are handed out for.
     writable: RangeSet,
     /// Offsets lost to a kernel that dropped them on a failed `MAP_FIXED` remap and that
     /// could not be re-reserved; never unmapped by us again (someone else may own them now).
     lost: RangeSet,
+}
+
+impl Ranges {
+    /// The end of the published, writable range that starts at offset 0 (0 if none).
+    fn published_prefix(&self) -> usize {
+        match self.writable.0.first() {
+            Some(&(0, end)) => end,
+            _ => 0,
+        }
+    }
 }
 
 /// A reserved range of address space. Releases it on drop.
@@ -134,6 +158,12 @@ pub struct Reservation {
     base: usize,
     len: usize,
     ranges: Mutex<Ranges>,
+    /// `Ranges::published_prefix`, readable without the lock. Grows with Release after the
+    /// memory is writable; shrinks only through `&mut self`.
+    prefix: AtomicUsize,
+    /// Held for reading while a pretouch runs, for writing while an unpublished range is
+    /// uncommitted: a pretouch never races with the range disappearing under it.
+    pretouch_gate: RwLock<()>,
     name: Option<String>,
 }
 
@@ -173,6 +203,8 @@ impl Reservation {
             base,
             len,
             ranges: Mutex::new(Ranges::default()),
+            prefix: AtomicUsize::new(0),
+            pretouch_gate: RwLock::new(()),
             name: None,
         })
     }
@@ -202,33 +234,60 @@ impl Reservation {
         self.base as *mut u8
     }
 
-    fn check(&self, op: Operation, offset: usize, len: usize) -> Result<usize> {
+    /// Checks that `[offset, offset+len)` is a non-empty, page-aligned part of the
+    /// reservation (`EINVAL`) that was not lost (`EFAULT`); returns its address.
+    fn check(&self, ranges: &Ranges, op: Operation, offset: usize, len: usize) -> Result<usize> {
+        Self::check_in(self.base, self.len, ranges, op, offset, len)
+    }
+
+    /// [`check`](Reservation::check) for callers holding `&mut self`'s ranges.
+    fn check_in(
+        base: usize,
+        size: usize,
+        ranges: &Ranges,
+        op: Operation,
+        offset: usize,
+        len: usize,
+    ) -> Result<usize> {
         let page = base_page_size();
+        let err = |errno| OsError::new(op, base.wrapping_add(offset), len, errno);
         let end = offset.checked_add(len);
         if len == 0
             || !offset.is_multiple_of(page)
             || !len.is_multiple_of(page)
-            || end.is_none_or(|e| e > self.len)
+            || end.is_none_or(|e| e > size)
         {
-            return Err(OsError::new(
-                op,
-                self.base.wrapping_add(offset),
-                len,
-                Errno::EINVAL,
-            ));
+            return Err(err(Errno::EINVAL));
         }
-        Ok(self.base + offset)
+        if ranges.lost.overlaps(offset, offset + len) {
+            return Err(err(Errno::EFAULT));
+        }
+        Ok(base + offset)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Ranges> {
         self.ranges.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Commits `[offset, offset+len)` read-write. The range must not be committed already
-    /// (`EEXIST`): replacing committed memory would discard data others may be using.
+    fn update_prefix(&self, ranges: &Ranges) {
+        self.prefix
+            .store(ranges.published_prefix(), Ordering::Release);
+    }
+
+    /// Commits `[offset, offset+len)` read-write and publishes it. The range must not be
+    /// committed already (`EEXIST`): replacing committed memory would discard data others
+    /// may be using.
     pub fn commit(&self, offset: usize, len: usize) -> Result<()> {
-        let addr = self.check(Operation::Commit, offset, len)?;
+        self.commit_unpublished(offset, len)?;
+        self.publish(offset, len)
+    }
+
+    /// Commits `[offset, offset+len)` read-write without publishing it: no reference into it
+    /// is handed out until [`publish`](Reservation::publish), and it can be pretouched and
+    /// then given back with [`uncommit_unpublished`](Reservation::uncommit_unpublished).
+    pub fn commit_unpublished(&self, offset: usize, len: usize) -> Result<()> {
         let mut ranges = self.lock();
+        let addr = self.check(&ranges, Operation::Commit, offset, len)?;
         if ranges.committed.overlaps(offset, offset + len) {
             return Err(OsError::new(Operation::Commit, addr, len, Errno::EEXIST));
         }
@@ -245,10 +304,54 @@ impl Reservation {
             return Err(err);
         }
         ranges.committed.insert(offset, offset + len);
-        ranges.writable.insert(offset, offset + len);
         drop(ranges);
         self.apply_name(addr, len);
         log::debug!(target: "os", "Committed [{addr:#018x} - {:#018x}), {len} bytes", addr + len);
+        Ok(())
+    }
+
+    /// Publishes a range committed with
+    /// [`commit_unpublished`](Reservation::commit_unpublished): from now on it can be
+    /// borrowed. `EINVAL` unless the whole range is committed and unpublished.
+    pub fn publish(&self, offset: usize, len: usize) -> Result<()> {
+        let mut ranges = self.lock();
+        let addr = self.check(&ranges, Operation::Commit, offset, len)?;
+        if !ranges.committed.contains(offset, offset + len)
+            || ranges.writable.overlaps(offset, offset + len)
+        {
+            return Err(OsError::new(Operation::Commit, addr, len, Errno::EINVAL));
+        }
+        ranges.writable.insert(offset, offset + len);
+        self.update_prefix(&ranges);
+        Ok(())
+    }
+
+    /// Gives back a committed range that was never published (its pretouch failed, say):
+    /// the memory and its commit charge return to the kernel, the range stays reserved.
+    /// Waits for pretouches in flight. `EINVAL` unless the whole range is committed and
+    /// unpublished.
+    pub fn uncommit_unpublished(&self, offset: usize, len: usize) -> Result<()> {
+        let _gate = self
+            .pretouch_gate
+            .write()
+            .unwrap_or_else(|p| p.into_inner());
+        let mut ranges = self.lock();
+        let addr = self.check(&ranges, Operation::Uncommit, offset, len)?;
+        if !ranges.committed.contains(offset, offset + len)
+            || ranges.writable.overlaps(offset, offset + len)
+        {
+            return Err(OsError::new(Operation::Uncommit, addr, len, Errno::EINVAL));
+        }
+        // SAFETY: the range is committed but was never published, so no reference into it
+        // was ever handed out; the write gate excludes pretouches, the only other accessor.
+        let result =
+            unsafe { sys::map_fixed(addr, len, Protection::None, MapFlags::empty(), false) };
+        if let Err(errno) = result {
+            Self::restore_reservation(self.base, &mut ranges, offset, len);
+            return Err(OsError::new(Operation::Uncommit, addr, len, errno));
+        }
+        ranges.committed.remove(offset, offset + len);
+        log::debug!(target: "os", "Uncommitted [{addr:#018x} - {:#018x}), {len} bytes (never published)", addr + len);
         Ok(())
     }
 
@@ -285,25 +388,32 @@ impl Reservation {
     /// Uncommits `[offset, offset+len)`: the memory goes back to the kernel (RSS and commit
     /// charge drop) and the range stays reserved.
     pub fn uncommit(&mut self, offset: usize, len: usize) -> Result<()> {
-        let addr = self.check(Operation::Uncommit, offset, len)?;
-        // SAFETY: `&mut self` guarantees no reference into the reservation is live.
+        let base = self.base;
+        let ranges = self.ranges.get_mut().unwrap_or_else(|p| p.into_inner());
+        let addr = Self::check_in(base, self.len, ranges, Operation::Uncommit, offset, len)?;
+        // SAFETY: `&mut self` guarantees no reference into the reservation is live, and the
+        // range is ours (not lost).
         let result =
             unsafe { sys::map_fixed(addr, len, Protection::None, MapFlags::empty(), false) };
-        let ranges = self.ranges.get_mut().unwrap_or_else(|p| p.into_inner());
         if let Err(errno) = result {
-            Self::restore_reservation(self.base, ranges, offset, len);
+            Self::restore_reservation(base, ranges, offset, len);
+            self.prefix
+                .store(ranges.published_prefix(), Ordering::Release);
             return Err(OsError::new(Operation::Uncommit, addr, len, errno));
         }
         ranges.committed.remove(offset, offset + len);
         ranges.writable.remove(offset, offset + len);
+        self.prefix
+            .store(ranges.published_prefix(), Ordering::Release);
         log::debug!(target: "os", "Uncommitted [{addr:#018x} - {:#018x}), {len} bytes", addr + len);
         Ok(())
     }
 
     /// Changes the protection of a committed range (guard zones, read-only regions).
     pub fn protect(&mut self, offset: usize, len: usize, prot: Protection) -> Result<()> {
-        let addr = self.check(Operation::Protect, offset, len)?;
+        let base = self.base;
         let ranges = self.ranges.get_mut().unwrap_or_else(|p| p.into_inner());
+        let addr = Self::check_in(base, self.len, ranges, Operation::Protect, offset, len)?;
         if !ranges.committed.contains(offset, offset + len) {
             return Err(OsError::new(Operation::Protect, addr, len, Errno::EINVAL));
         }
@@ -315,6 +425,8 @@ impl Reservation {
             Protection::ReadWrite => ranges.writable.insert(offset, offset + len),
             Protection::None | Protection::Read => ranges.writable.remove(offset, offset + len),
         }
+        self.prefix
+            .store(ranges.published_prefix(), Ordering::Release);
         log::debug!(target: "os", "Protecting memory [{addr:#018x} - {:#018x}) with {prot:?}", addr + len);
         Ok(())
     }
@@ -334,7 +446,7 @@ impl Reservation {
     /// Advises a range for or against transparent huge pages. Contents are unaffected.
     pub fn advise(&self, offset: usize, len: usize, advice: HugePageAdvice) -> Result<()> {
         let (raw, name) = advice.raw();
-        let addr = self.check(Operation::Advise(name), offset, len)?;
+        let addr = self.check(&self.lock(), Operation::Advise(name), offset, len)?;
         // SAFETY: the range is ours; (NO)HUGEPAGE changes VMA flags, never contents.
         unsafe { sys::madvise(addr, len, raw) }
             .map_err(|e| OsError::new(Operation::Advise(name), addr, len, e))
@@ -342,63 +454,80 @@ impl Reservation {
 
     /// `MADV_COLLAPSE`: synchronously collapses the range into PMD-sized huge pages, as
     /// khugepaged would. Refused (`EINVAL`) for `MADV_NOHUGEPAGE` ranges. Contents are kept.
+    /// A test tool (khugepaged made deterministic): only with the `testing` feature.
+    #[cfg(any(test, feature = "testing"))]
     pub fn collapse(&self, offset: usize, len: usize) -> Result<()> {
-        let addr = self.check(Operation::Advise("MADV_COLLAPSE"), offset, len)?;
+        let addr = self.check(
+            &self.lock(),
+            Operation::Advise("MADV_COLLAPSE"),
+            offset,
+            len,
+        )?;
         // SAFETY: the range is ours; a collapse copies pages into a huge page and keeps
         // every byte.
-        unsafe { sys::madvise(addr, len, MADV_COLLAPSE) }
+        unsafe { sys::madvise(addr, len, sys::MADV_COLLAPSE) }
             .map_err(|e| OsError::new(Operation::Advise("MADV_COLLAPSE"), addr, len, e))
     }
 
-    /// Makes a committed range resident without changing its contents; safe while other
-    /// threads use the range.
+    /// Makes a committed range (published or not) resident without changing its contents;
+    /// safe while other threads use the range. `EINVAL` for a range that is not page-aligned
+    /// or not committed read-write, before any system call.
     pub fn pretouch(
         &self,
         offset: usize,
         len: usize,
         request: &PretouchRequest,
     ) -> Result<Pretouched> {
-        let end = offset.checked_add(len).filter(|&e| e <= self.len);
-        if end.is_none() || !self.lock().writable.contains(offset, offset + len) {
-            return Err(OsError::new(
-                Operation::Pretouch,
-                self.base.wrapping_add(offset),
-                len,
-                Errno::EINVAL,
-            ));
-        }
+        let _gate = self.pretouch_gate.read().unwrap_or_else(|p| p.into_inner());
+        let addr = {
+            let ranges = self.lock();
+            let addr = self.check(&ranges, Operation::Pretouch, offset, len)?;
+            let end = offset + len;
+            let unpublished_ok =
+                ranges.committed.contains(offset, end) && !ranges.writable.overlaps(offset, end);
+            if !(ranges.writable.contains(offset, end) || unpublished_ok) {
+                return Err(OsError::new(Operation::Pretouch, addr, len, Errno::EINVAL));
+            }
+            addr
+        };
         // SAFETY: the range is committed and writable (checked above) and stays so for the
-        // call: uncommit and protect need `&mut self`, which cannot coexist with `&self`.
-        unsafe { pretouch_range(self.base + offset, len, request) }
+        // call: uncommit and protect need `&mut self`, which cannot coexist with `&self`, and
+        // an unpublished range is uncommitted only under the write gate this call holds for
+        // reading.
+        unsafe { pretouch_range(addr, len, request) }
     }
 
     /// Bytes of `[offset, offset+len)` that are resident, per `mincore`.
     pub fn resident_bytes(&self, offset: usize, len: usize) -> Result<usize> {
-        let addr = self.check(Operation::Mincore, offset, len)?;
+        let addr = self.check(&self.lock(), Operation::Mincore, offset, len)?;
         let page = base_page_size();
         sys::resident_pages(addr, len, page)
             .map(|p| p * page)
             .map_err(|e| OsError::new(Operation::Mincore, addr, len, e))
     }
 
-    /// A committed range as 64-bit atomic words, for safe concurrent use (a pretouch may
-    /// run at the same time). `None` unless the range is committed, 8-byte aligned and a
-    /// whole number of words.
+    /// A committed, published range as 64-bit atomic words, for safe concurrent use (a
+    /// pretouch may run at the same time). `None` unless the range is published read-write
+    /// memory, 8-byte aligned and a whole number of words. Inside the published range that
+    /// starts at offset 0 this takes no lock: one atomic load.
     pub fn atomic_words(&self, offset: usize, len: usize) -> Option<&[AtomicU64]> {
         let end = offset.checked_add(len)?;
-        if !offset.is_multiple_of(8)
-            || !len.is_multiple_of(8)
-            || end > self.len
-            || !self.lock().writable.contains(offset, end)
+        if !offset.is_multiple_of(8) || !len.is_multiple_of(8) || end > self.len {
+            return None;
+        }
+        if end > self.prefix.load(Ordering::Acquire) && !self.lock().writable.contains(offset, end)
         {
             return None;
         }
         if len == 0 {
             return Some(&[]);
         }
-        // SAFETY: the range is committed read-write memory inside this reservation and stays
-        // mapped while `&self` is borrowed (uncommit/protect/drop need `&mut self`); it is
-        // 8-byte aligned and a multiple of 8 long; AtomicU64 permits shared mutation.
+        // SAFETY: the range is published read-write memory inside this reservation (below the
+        // published prefix, which was stored with Release after the memory became writable, or
+        // checked under the lock) and stays mapped while `&self` is borrowed: uncommit,
+        // protect and drop need `&mut self`, and unpublished-only uncommits never touch
+        // published memory. It is 8-byte aligned and a multiple of 8 long; AtomicU64 permits
+        // shared mutation.
         Some(unsafe {
             std::slice::from_raw_parts((self.base + offset) as *const AtomicU64, len / 8)
         })
@@ -417,6 +546,27 @@ impl Reservation {
             Some(name) => crate::naming::name_range(addr, len, name),
             None => false,
         }
+    }
+}
+
+#[cfg(any(test, feature = "testing"))]
+impl Reservation {
+    /// What a kernel that dropped part of the reservation on a failed remap leaves behind:
+    /// unmaps `[offset, offset+len)` and records it as lost, as `restore_reservation` does
+    /// when re-reserving fails. For tests of the lost-range rules only.
+    pub fn lose_range_for_test(&mut self, offset: usize, len: usize) -> Result<()> {
+        let base = self.base;
+        let ranges = self.ranges.get_mut().unwrap_or_else(|p| p.into_inner());
+        let addr = Self::check_in(base, self.len, ranges, Operation::Release, offset, len)?;
+        // SAFETY: `&mut self`: no reference into the reservation is live; the range is ours.
+        unsafe { sys::unmap(addr, len) }
+            .map_err(|e| OsError::new(Operation::Release, addr, len, e))?;
+        ranges.lost.insert(offset, offset + len);
+        ranges.committed.remove(offset, offset + len);
+        ranges.writable.remove(offset, offset + len);
+        self.prefix
+            .store(ranges.published_prefix(), Ordering::Release);
+        Ok(())
     }
 }
 

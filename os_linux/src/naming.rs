@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 use nix::sys::mman::MapFlags;
 
 use crate::pages::base_page_size;
-use crate::sys::{self, Protection};
+use crate::sys;
 
 /// Whether the kernel can name anonymous mappings (`PR_SET_VMA_ANON_NAME`, Linux 5.17 with
 /// `CONFIG_ANON_VMA_NAME`). Probed once on a page of our own; the answer is logged once.
@@ -14,12 +14,10 @@ pub fn naming_supported() -> bool {
     static PROBE: OnceLock<bool> = OnceLock::new();
     *PROBE.get_or_init(|| {
         let page = base_page_size();
-        let Ok(addr) = sys::map_anonymous(page, Protection::None, MapFlags::MAP_NORESERVE) else {
-            return false;
-        };
-        let result = sys::set_vma_name(addr, page, c"rtvm probe");
-        // SAFETY: the probe page was mapped above by this function and is not used elsewhere.
-        let _ = unsafe { sys::unmap(addr, page) };
+        let result = crate::probe::on_scratch_page(MapFlags::empty(), |addr| {
+            sys::set_vma_name(addr, page, c"rtvm probe")
+        })
+        .and_then(|r| r);
         match result {
             Ok(()) => true,
             Err(e) => {

@@ -10,10 +10,13 @@
 //! * An atomic add of zero to one byte per page: a write fault that cannot lose a
 //!   concurrent store.
 //!
-//! `EINVAL` from `MADV_POPULATE_WRITE` in real use (a seccomp filter, a kernel change) turns
-//! it off for the rest of the process and the range is touched instead. `ENOMEM`, `EFAULT`
-//! and `EHWPOISON` are errors naming the range that was not made resident — HotSpot silently
-//! skips the rest of the chunk there; rtvm does not.
+//! Arguments are checked before any system call (a page-aligned, non-empty range; a
+//! power-of-two stride): a caller's mistake is an `EINVAL` error of its own and never
+//! mistaken for a kernel verdict. `EINVAL`, `ENOSYS` or `EPERM` from `MADV_POPULATE_WRITE`
+//! on a valid range (an old kernel, a seccomp profile that refuses advice it does not know)
+//! turn it off for the rest of the process — logged once — and the range is touched
+//! instead. `ENOMEM`, `EFAULT` and `EHWPOISON` are errors naming the range that was not made
+//! resident — HotSpot silently skips the rest of the chunk there; rtvm does not.
 
 use std::fmt;
 #[cfg(not(target_arch = "x86_64"))]
@@ -26,7 +29,8 @@ use nix::errno::Errno;
 
 use crate::error::{Operation, OsError, Result};
 use crate::pages::base_page_size;
-use crate::sys::{self, Protection, MADV_POPULATE_WRITE};
+use crate::sys::{self, MADV_POPULATE_WRITE};
+use nix::sys::mman::MapFlags;
 
 /// How a range was made resident.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -93,14 +97,21 @@ pub fn populate_write_supported() -> bool {
     })
 }
 
+/// Whether an errno from `MADV_POPULATE_WRITE` on a valid range means "this process cannot
+/// use the primitive" rather than "this population failed".
+fn means_unsupported(errno: Errno) -> bool {
+    matches!(errno, Errno::EINVAL | Errno::ENOSYS | Errno::EPERM)
+}
+
 fn probe_populate_write() -> (bool, String) {
     let page = base_page_size();
-    let addr = match sys::map_anonymous(
-        page,
-        Protection::ReadWrite,
-        nix::sys::mman::MapFlags::empty(),
-    ) {
-        Ok(a) => a,
+    let probe = crate::probe::on_scratch_page(MapFlags::empty(), |addr| {
+        // SAFETY: `addr` is the scratch page, mapped read-write for this probe only.
+        let advised = unsafe { sys::madvise(addr, page, MADV_POPULATE_WRITE) };
+        (advised, sys::resident_pages(addr, page, page))
+    });
+    let (advised, resident) = match probe {
+        Ok(r) => r,
         Err(e) => {
             return (
                 false,
@@ -111,16 +122,11 @@ fn probe_populate_write() -> (bool, String) {
             )
         }
     };
-    // SAFETY: `addr` is the page just mapped by this function; nothing else refers to it.
-    let advised = unsafe { sys::madvise(addr, page, MADV_POPULATE_WRITE) };
-    let resident = sys::resident_pages(addr, page, page);
-    // SAFETY: as above; the page is unmapped exactly once, here.
-    let _ = unsafe { sys::unmap(addr, page) };
     match (advised, resident) {
-        // EINVAL: the kernel does not know the advice (before 5.14) or refuses it here.
-        (Err(Errno::EINVAL), _) => (
+        // The kernel does not know the advice (before 5.14), or a filter refuses it.
+        (Err(e), _) if means_unsupported(e) => (
             false,
-            format!("madvise returned {}", crate::error::strerror(Errno::EINVAL)),
+            format!("madvise returned {}", crate::error::strerror(e)),
         ),
         // Any other error means the advice was understood but this population failed (out
         // of memory, ...): the primitive exists, and real uses report their own errors.
@@ -143,7 +149,8 @@ fn probe_populate_write() -> (bool, String) {
     }
 }
 
-/// Whether a later `EINVAL` has switched `MADV_POPULATE_WRITE` off for this process.
+/// Whether a later `EINVAL`, `ENOSYS` or `EPERM` has switched `MADV_POPULATE_WRITE` off for
+/// this process.
 pub fn populate_write_disabled() -> bool {
     POPULATE_DISABLED.load(Ordering::Relaxed)
 }
@@ -157,7 +164,9 @@ pub fn primitive_for(request: &PretouchRequest) -> Primitive {
     }
 }
 
-/// Makes `[addr, addr+len)` resident without changing its contents.
+/// Makes `[addr, addr+len)` resident without changing its contents. `addr` and `len` must
+/// be multiples of the base page size and `request.page_size` a power of two (else
+/// `EINVAL`, before any system call).
 ///
 /// # Safety
 /// The range must be mapped readable and writable for the whole call (committed memory
@@ -170,6 +179,14 @@ pub unsafe fn pretouch_range(
     request: &PretouchRequest,
 ) -> Result<Pretouched> {
     let start = Instant::now();
+    let page = base_page_size();
+    if !addr.is_multiple_of(page)
+        || !len.is_multiple_of(page)
+        || addr.checked_add(len).is_none()
+        || !request.page_size.is_power_of_two()
+    {
+        return Err(OsError::new(Operation::Pretouch, addr, len, Errno::EINVAL));
+    }
     if len == 0 {
         return Ok(Pretouched {
             bytes: 0,
@@ -188,11 +205,12 @@ pub unsafe fn pretouch_range(
                     elapsed: start.elapsed(),
                 })
             }
-            Err(Errno::EINVAL) => {
+            Err(errno) if means_unsupported(errno) => {
                 if !POPULATE_DISABLED.swap(true, Ordering::Relaxed) {
                     log::warn!(
                         target: "os",
-                        "MADV_POPULATE_WRITE failed with EINVAL on [{addr:#x}, {:#x}); touching pages from now on",
+                        "MADV_POPULATE_WRITE failed with {errno:?} ({}) on [{addr:#x}, {:#x}); touching pages from now on",
+                        crate::error::strerror(errno),
                         addr + len
                     );
                 }
@@ -234,11 +252,7 @@ unsafe fn populate(addr: usize, len: usize) -> std::result::Result<(), Errno> {
 /// # Safety
 /// See [`pretouch_range`].
 unsafe fn touch(addr: usize, len: usize, stride: usize) {
-    let stride = if stride.is_power_of_two() {
-        stride
-    } else {
-        base_page_size()
-    };
+    debug_assert!(stride.is_power_of_two());
     let end = addr + len;
     let mut p = addr;
     while p < end {
@@ -277,12 +291,31 @@ mod tests {
         assert_eq!(first, populate_write_supported());
         let (direct, why) = probe_populate_write();
         assert_eq!(direct, first, "{why}");
-        // This machine runs a 6.x kernel: the primitive must be available.
-        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
-        let major: u32 = release.split('.').next().unwrap().parse().unwrap();
-        if major >= 6 {
-            assert!(first, "MADV_POPULATE_WRITE should work on {release}: {why}");
+    }
+
+    #[test]
+    fn bad_arguments_fail_before_any_system_call() {
+        let page = base_page_size();
+        let ok = PretouchRequest::default();
+        let bad_stride = PretouchRequest {
+            page_size: 3000,
+            ..ok
+        };
+        for (addr, len, req) in [
+            (page + 1, page, ok),
+            (page, page + 1, ok),
+            (page, page, bad_stride),
+        ] {
+            // SAFETY: the arguments are rejected before any memory is touched.
+            let e = unsafe { pretouch_range(addr, len, &req) }.unwrap_err();
+            assert_eq!(e.errno, Errno::EINVAL);
         }
+        assert!(
+            !populate_write_disabled(),
+            "a caller's mistake is not a kernel verdict"
+        );
+        assert!(means_unsupported(Errno::EPERM) && means_unsupported(Errno::ENOSYS));
+        assert!(!means_unsupported(Errno::ENOMEM));
     }
 
     #[test]

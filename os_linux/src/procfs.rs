@@ -133,9 +133,24 @@ pub fn without_malloc_arenas(maps: &[MapsEntry]) -> Vec<MapsEntry> {
     out
 }
 
-/// Reads `/proc/self/maps`.
+/// Reads a `/proc` file whose text the kernel generates in pieces (`maps`, `smaps`) until two
+/// reads in a row agree: a read spans several system calls, and mappings that other threads
+/// change between them can otherwise show up twice, shifted, or not at all.
+fn read_consistent(path: &str) -> io::Result<String> {
+    let mut last = std::fs::read_to_string(path)?;
+    for _ in 0..16 {
+        let again = std::fs::read_to_string(path)?;
+        if again == last {
+            return Ok(again);
+        }
+        last = again;
+    }
+    Ok(last)
+}
+
+/// Reads `/proc/self/maps` (a consistent snapshot, see [`read_consistent`]).
 pub fn read_maps() -> io::Result<Vec<MapsEntry>> {
-    std::fs::read_to_string("/proc/self/maps").map(|t| parse_maps(&t))
+    read_consistent("/proc/self/maps").map(|t| parse_maps(&t))
 }
 
 /// The mappings of `/proc/self/maps` that overlap `[start, end)`.
@@ -220,7 +235,8 @@ pub fn parse_smaps(text: &str) -> Vec<SmapsEntry> {
     out
 }
 
-/// Reads `/proc/self/smaps`.
+/// Reads `/proc/self/smaps`. Not re-read for consistency: its `Rss` figures change with
+/// every page fault anywhere in the process; callers look at their own mappings.
 pub fn read_smaps() -> io::Result<Vec<SmapsEntry>> {
     std::fs::read_to_string("/proc/self/smaps").map(|t| parse_smaps(&t))
 }

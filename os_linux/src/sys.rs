@@ -11,6 +11,7 @@ use nix::sys::mman::{self, MapFlags, ProtFlags};
 /// `MADV_POPULATE_WRITE` (Linux 5.14); libc only defines it on some targets.
 pub(crate) const MADV_POPULATE_WRITE: c_int = 23;
 /// `MADV_COLLAPSE` (Linux 6.1); libc defines it for glibc targets only.
+#[cfg(any(test, feature = "testing"))]
 pub(crate) const MADV_COLLAPSE: c_int = 25;
 
 /// Page protections.

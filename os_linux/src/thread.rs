@@ -1,0 +1,404 @@
+//! Threads on stacks rtvm mapped: start, the first moments of a thread, its end, join.
+//!
+//! [`spawn`] hands the usable part of a [`StackMapping`] to `pthread_create`
+//! (`pthread_attr_setstack`) and runs an entry closure on the new thread. The thread first
+//! sets its alternate signal stack, its name and — when its guards are in place — arms
+//! overflow reporting; then the entry runs, inside `catch_unwind`.
+//!
+//! The entry may return a [`ForeignCall`]: a C function the thread calls *after* the entry,
+//! from a frame with nothing left to drop. Such a body may end with `pthread_exit`: the
+//! forced unwind crosses only plain frames. Whatever ends the thread — a return or
+//! `pthread_exit` — the exit hook given to [`spawn`] runs from a `pthread_key` destructor, so
+//! the runtime always learns that the thread is gone.
+//!
+//! A new thread allocates nothing to get there: the start packet and the exit hook are
+//! allocated by the parent, and the hook is registered with `pthread_setspecific` on a key
+//! below glibc's first-level block (no allocation) rather than as a thread-local destructor,
+//! whose registration `calloc`s and aborts the process when memory is exhausted — exactly
+//! when threads fail to start.
+
+use std::ffi::c_void;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::OnceLock;
+
+use nix::errno::Errno;
+
+use crate::base_page_size;
+use crate::error::Result;
+use crate::pretouch::{pretouch_range, PretouchRequest, Pretouched};
+use crate::signals;
+use crate::stack::{StackLayout, StackMapping};
+
+/// A C function a thread calls as its body, and its argument.
+#[derive(Clone, Copy, Debug)]
+pub struct ForeignCall {
+    /// The function. `C-unwind`: it may end the thread with `pthread_exit`.
+    pub f: unsafe extern "C-unwind" fn(*mut c_void),
+    /// Its argument, passed through untouched.
+    pub arg: *mut c_void,
+}
+
+// SAFETY: the pointer is only handed to the function the embedder supplied with it, on the
+// thread the embedder asked for; the embedder's C API contract says `fn(arg)` runs there.
+unsafe impl Send for ForeignCall {}
+
+/// What a thread's entry closure gets: its stack, and hooks for its own set-up.
+#[derive(Debug)]
+pub struct ThreadContext {
+    layout: StackLayout,
+    name: String,
+    guard_installed: bool,
+    guards: Option<GuardRanges>,
+}
+
+/// What an unmitigated thread protects itself.
+#[derive(Debug)]
+struct GuardRanges {
+    zone: std::ops::Range<usize>,
+    alt_guard: std::ops::Range<usize>,
+}
+
+/// What runs when a thread ends, however it ends. It runs during the thread's last moments
+/// (from a `pthread_key` destructor): it must not log or print.
+pub type ExitHook = Box<dyn FnOnce() + Send + 'static>;
+
+/// The exit hook as the key holds it.
+struct OnExit(ExitHook);
+
+/// The `pthread_key` whose destructor runs exit hooks (`None` if it could not be created).
+fn exit_key() -> Option<libc::pthread_key_t> {
+    static KEY: OnceLock<Option<libc::pthread_key_t>> = OnceLock::new();
+    *KEY.get_or_init(|| {
+        let mut key: libc::pthread_key_t = 0;
+        // SAFETY: creates a key whose destructor is `run_exit_hook`, which lives as long as
+        // the code (the library is linked `-z nodelete`).
+        let rc = unsafe { libc::pthread_key_create(&mut key, Some(run_exit_hook)) };
+        (rc == 0).then_some(key)
+    })
+}
+
+unsafe extern "C" fn run_exit_hook(value: *mut c_void) {
+    signals::disarm();
+    signals::set_alt_stack(None);
+    if value.is_null() {
+        return;
+    }
+    // SAFETY: the key only ever holds a pointer from `Box::into_raw(Box<OnExit>)` set by
+    // `start` for this thread, and glibc calls the destructor once, with that value.
+    let hook = unsafe { Box::from_raw(value.cast::<OnExit>()) };
+    // A panic may not unwind out of a destructor called by glibc.
+    let _ = catch_unwind(AssertUnwindSafe(move || (hook.0)()));
+}
+
+impl ThreadContext {
+    /// The stack layout.
+    pub fn layout(&self) -> &StackLayout {
+        &self.layout
+    }
+
+    /// The thread's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Whether the guards are in place.
+    pub fn guard_installed(&self) -> bool {
+        self.guard_installed
+    }
+
+    /// Protects the guard zone and the signal stack's guard page now (unmitigated stacks),
+    /// and arms overflow reporting.
+    pub fn install_guard(&mut self) -> Result<()> {
+        if self.guard_installed {
+            return Ok(());
+        }
+        if let Some(g) = &self.guards {
+            for r in [&g.zone, &g.alt_guard] {
+                if r.is_empty() {
+                    continue;
+                }
+                // SAFETY: called on the thread that runs on this stack, whose frames are all
+                // in the usable part between the two guards; the mapping outlives the thread.
+                unsafe { crate::sys::protect(r.start, r.len(), crate::sys::Protection::None) }
+                    .map_err(|e| {
+                        crate::OsError::new(crate::Operation::Protect, r.start, r.len(), e)
+                    })?;
+            }
+        }
+        self.guard_installed = true;
+        signals::arm(&self.layout, &self.name);
+        Ok(())
+    }
+
+    /// Pretouches the unused part of this thread's stack: from the guard zone up to a page
+    /// below the current frame (`-XX:+AlwaysPreTouchStacks`).
+    pub fn pretouch_stack(&self, request: &PretouchRequest) -> Result<Pretouched> {
+        let page = base_page_size();
+        let marker = 0u8;
+        let sp = std::hint::black_box(&marker) as *const u8 as usize;
+        let start = self.layout.usable.start;
+        let end = (sp & !(page - 1)).saturating_sub(page).max(start);
+        // SAFETY: [start, end) is this thread's own stack below its current frame: mapped
+        // read-write, unused, and only this thread could ever use it.
+        unsafe { pretouch_range(start, end - start, request) }
+    }
+}
+
+/// A thread running on a [`StackMapping`]. Joined — and only then unmapped — on
+/// [`join`](OsThread::join) or drop.
+#[derive(Debug)]
+pub struct OsThread {
+    pthread: libc::pthread_t,
+    stack: Option<StackMapping>,
+}
+
+/// Why a thread could not be started.
+#[derive(Debug, thiserror::Error)]
+#[error("pthread_create failed ({})", errno_name(*errno))]
+pub struct SpawnError {
+    /// The errno from `pthread_create` (or the attribute calls).
+    pub errno: Errno,
+}
+
+/// The symbolic name of an errno (`EAGAIN`), as HotSpot prints it in thread errors.
+pub fn errno_name(errno: Errno) -> String {
+    format!("{errno:?}")
+}
+
+/// A thread's entry: runs on the new thread; may return a foreign body to call last.
+pub type Entry = Box<dyn FnOnce(&mut ThreadContext) -> Option<ForeignCall> + Send + 'static>;
+
+struct StartPacket {
+    entry: Entry,
+    context: ThreadContext,
+    on_exit: Option<Box<OnExit>>,
+}
+
+/// Starts a thread on `stack` running `entry`; `on_exit` runs when the thread ends, however
+/// it ends. On failure the stack is unmapped and nothing is left behind. `pthread_create` is
+/// retried on `EAGAIN` up to three more times, as HotSpot does.
+pub fn spawn(
+    stack: StackMapping,
+    entry: Entry,
+    on_exit: Option<ExitHook>,
+) -> std::result::Result<OsThread, SpawnError> {
+    // Created here, in the parent: the child only sets its value.
+    let _ = exit_key();
+    let layout = stack.layout().clone();
+    let usable = layout.usable.clone();
+    let guards = GuardRanges {
+        zone: layout.guard.clone(),
+        alt_guard: layout.alt_guard.clone(),
+    };
+    let context = ThreadContext {
+        name: stack.spec().name.clone(),
+        guard_installed: stack.guard_installed(),
+        guards: Some(guards),
+        layout,
+    };
+    let packet = Box::into_raw(Box::new(StartPacket {
+        entry,
+        context,
+        on_exit: on_exit.map(|h| Box::new(OnExit(h))),
+    }));
+    let start: extern "C-unwind" fn(*mut c_void) -> *mut c_void = trampoline;
+    // SAFETY: `attr` is initialised before use and destroyed on every path. The stack
+    // region passed to pthread_attr_setstack is the usable part of a mapping that this
+    // OsThread owns and unmaps only after pthread_join. `packet` is handed to exactly one
+    // thread (which frees it) or, if no thread was created, freed here. The start routine is
+    // a C-unwind function with the C calling convention pthread expects.
+    unsafe {
+        let mut attr: libc::pthread_attr_t = std::mem::zeroed();
+        let rc = libc::pthread_attr_init(&mut attr);
+        if rc != 0 {
+            drop(Box::from_raw(packet));
+            return Err(SpawnError {
+                errno: Errno::from_raw(rc),
+            });
+        }
+        let mut rc =
+            libc::pthread_attr_setstack(&mut attr, usable.start as *mut c_void, usable.len());
+        let mut pthread: libc::pthread_t = 0;
+        if rc == 0 {
+            let routine: extern "C" fn(*mut c_void) -> *mut c_void = std::mem::transmute(start);
+            for _ in 0..4 {
+                rc = libc::pthread_create(&mut pthread, &attr, routine, packet.cast());
+                if rc != libc::EAGAIN {
+                    break;
+                }
+            }
+        }
+        libc::pthread_attr_destroy(&mut attr);
+        if rc != 0 {
+            drop(Box::from_raw(packet));
+            return Err(SpawnError {
+                errno: Errno::from_raw(rc),
+            });
+        }
+        Ok(OsThread {
+            pthread,
+            stack: Some(stack),
+        })
+    }
+}
+
+impl OsThread {
+    /// The pthread id (as HotSpot prints it in thread logs).
+    pub fn pthread_id(&self) -> u64 {
+        self.pthread
+    }
+
+    /// The stack the thread runs on.
+    pub fn stack(&self) -> Option<&StackMapping> {
+        self.stack.as_ref()
+    }
+
+    /// Waits for the thread to finish, then unmaps its stack.
+    pub fn join(mut self) {
+        self.join_inner();
+    }
+
+    fn join_inner(&mut self) {
+        if self.stack.is_none() {
+            return;
+        }
+        // SAFETY: `pthread` is a joinable thread created by `spawn` and joined only here
+        // (guarded by taking the stack).
+        let rc = unsafe { libc::pthread_join(self.pthread, std::ptr::null_mut()) };
+        if rc != 0 {
+            // Cannot happen for a joinable thread we own; never unmap a stack that may still
+            // be in use.
+            log::error!(target: "os+thread", "pthread_join failed ({}); leaking the stack", errno_name(Errno::from_raw(rc)));
+            std::mem::forget(self.stack.take());
+            return;
+        }
+        self.stack = None;
+    }
+}
+
+impl Drop for OsThread {
+    fn drop(&mut self) {
+        self.join_inner();
+    }
+}
+
+/// The Rust part of a thread's start: everything but the foreign body. Returns the foreign
+/// call, if any, once every value it created has been dropped, and the exit hook if it could
+/// not be registered with the key (the trampoline then runs it itself).
+fn start(arg: *mut c_void) -> (Option<ForeignCall>, *mut c_void) {
+    // SAFETY: `arg` is the StartPacket leaked by `spawn` for exactly this thread.
+    let packet = unsafe { Box::from_raw(arg.cast::<StartPacket>()) };
+    let StartPacket {
+        entry,
+        mut context,
+        on_exit,
+    } = *packet;
+    // Register the exit hook before anything can end the thread. Without a key (or if glibc
+    // refuses the value) the thread still runs; only `pthread_exit` would then go unnoticed.
+    let hook = on_exit.map_or(std::ptr::null_mut(), |h| Box::into_raw(h).cast::<c_void>());
+    let unregistered = match exit_key() {
+        // SAFETY: the key is valid; the value is a leaked Box<OnExit> the destructor reclaims.
+        Some(key) if unsafe { libc::pthread_setspecific(key, hook) } == 0 => std::ptr::null_mut(),
+        _ => hook,
+    };
+    signals::set_alt_stack(Some(&context.layout.alt_stack));
+    set_current_thread_name(&context.name);
+    if context.guard_installed {
+        signals::arm(&context.layout, &context.name);
+    }
+    // A panic must not unwind into C; the runtime reports panics itself.
+    let call = catch_unwind(AssertUnwindSafe(|| entry(&mut context)))
+        .ok()
+        .flatten();
+    (call, unregistered)
+}
+
+extern "C-unwind" fn trampoline(arg: *mut c_void) -> *mut c_void {
+    // This frame holds nothing that needs dropping while the foreign body runs (a call and a
+    // raw pointer): a `pthread_exit` in it unwinds through here — a plain old frame — to
+    // glibc's start_thread, which runs the key destructors, and with them the exit hook.
+    let (call, unregistered) = start(arg);
+    if let Some(call) = call {
+        // SAFETY: the embedder supplied `f` to be called with `arg` on this thread.
+        unsafe { (call.f)(call.arg) };
+    }
+    if !unregistered.is_null() {
+        // SAFETY: a Box<OnExit> the key could not take; run and free it here, once.
+        unsafe { run_exit_hook(unregistered) };
+    }
+    std::ptr::null_mut()
+}
+
+/// Sets the calling thread's OS name (15 bytes; `/proc/self/task/*/comm`).
+pub fn set_current_thread_name(name: &str) {
+    let mut buf = [0u8; 16];
+    for (dst, src) in buf
+        .iter_mut()
+        .zip(name.bytes().filter(|&b| b != 0).take(15))
+    {
+        *dst = src;
+    }
+    // SAFETY: PR_SET_NAME reads a NUL-terminated string of at most 16 bytes from `buf`.
+    unsafe { libc::prctl(libc::PR_SET_NAME, buf.as_ptr() as libc::c_ulong, 0, 0, 0) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stack::{recommended_alt_stack_size, GuardZones, StackSpec};
+
+    fn spec(size: usize, mitigated: bool) -> StackSpec {
+        StackSpec {
+            size,
+            zones: GuardZones::hotspot_default(),
+            alt_stack_size: recommended_alt_stack_size(),
+            no_huge_pages: mitigated,
+            guard_early: mitigated,
+            name: "unit".into(),
+        }
+    }
+
+    #[test]
+    fn thread_runs_on_our_stack() {
+        let s = StackMapping::map(&spec(1 << 20, true)).unwrap();
+        let usable = s.layout().usable.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let t = spawn(
+            s,
+            Box::new(move |ctx: &mut ThreadContext| {
+                let local = 0u8;
+                let sp = &local as *const u8 as usize;
+                tx.send((
+                    sp,
+                    crate::stack::current_thread_stack().map(|(r, _)| r),
+                    crate::system::current_tid(),
+                    ctx.guard_installed(),
+                ))
+                .unwrap();
+                None
+            }),
+            None,
+        )
+        .unwrap();
+        let (sp, glibc_view, tid, guard) = rx.recv().unwrap();
+        t.join();
+        assert!(usable.contains(&sp), "{sp:#x} not in {usable:x?}");
+        assert_eq!(glibc_view, Some(usable));
+        assert!(tid > 0);
+        assert!(guard);
+    }
+
+    #[test]
+    fn panics_stay_inside_the_thread_and_the_exit_hook_runs() {
+        let s = StackMapping::map(&spec(1 << 20, true)).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let t = spawn(
+            s,
+            Box::new(move |_: &mut ThreadContext| panic!("expected test panic")),
+            Some(Box::new(move || tx.send("exited").unwrap())),
+        )
+        .unwrap();
+        t.join();
+        assert_eq!(rx.recv().unwrap(), "exited");
+    }
+}
