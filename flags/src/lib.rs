@@ -40,7 +40,9 @@ use std::sync::Arc;
 
 pub use error::{ArgError, ArgErrorKind};
 pub use kind::{FlagKind, Origin, Source};
-pub use parse::{parse, EnvOptions, ParseOptions, Parsed, Stream};
+pub use parse::{
+    parse, EnvOptions, ParseOptions, Parsed, StopReason, Stream, XlogAction, XlogHook,
+};
 pub use print::{print_command_line_flags, print_flags, print_flags_ranges, PrintWhich};
 pub use similarity::similarity;
 pub use table::{flag, FLAGS};

@@ -9,6 +9,11 @@
 //! Messages that do not stop parsing (a `Picked up` line, `-XX:+PrintVMOptions` echoes, a
 //! commented-out `-XX:#Foo`) go to the caller's sink as they happen; the first fatal one is
 //! returned as an [`ArgError`].
+//!
+//! Some options end processing where they stand, as in `java`: `-XX:+PrintFlagsInitial`
+//! (found by the pre-scan, wherever it is), `-Xlog:help` and `-version` (what follows them is
+//! not looked at). `-Xlog` options are handed to the caller's hook in order, so an invalid
+//! one is reported before a later bad option, and `-Xlog:help` before a later error.
 
 use crate::error::ArgError;
 use crate::optfile::{tokenize_options, tokenize_settings};
@@ -34,14 +39,50 @@ pub struct EnvOptions<'a> {
     pub value: &'a str,
 }
 
+/// What the `-Xlog` hook decides about an option.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum XlogAction {
+    /// The option was applied; go on.
+    Continue,
+    /// `-Xlog:help`: stop processing options.
+    Stop,
+}
+
+/// The caller's handler for `-Xlog` options, called in order as they are met.
+pub type XlogHook<'a> = &'a dyn Fn(&str) -> Result<XlogAction, ArgError>;
+
 /// How to parse.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Default)]
 pub struct ParseOptions<'a> {
     /// Skip options that are not recognized (JNI's `ignoreUnrecognized`), as
     /// `-XX:+IgnoreUnrecognizedVMOptions` does. Locked flags and bad values still fail.
     pub ignore_unrecognized: bool,
     /// Options from the environment, applied before the command line.
     pub env: Option<EnvOptions<'a>>,
+    /// Handles `-Xlog` options as they are met; without one they are collected in
+    /// [`Parsed::xlog`].
+    pub xlog: Option<XlogHook<'a>>,
+}
+
+impl std::fmt::Debug for ParseOptions<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ParseOptions")
+            .field("ignore_unrecognized", &self.ignore_unrecognized)
+            .field("env", &self.env)
+            .field("xlog", &self.xlog.map(|_| "hook"))
+            .finish()
+    }
+}
+
+/// Why option processing ended early.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopReason {
+    /// `-XX:+PrintFlagsInitial`: print the table's defaults and exit.
+    PrintFlagsInitial,
+    /// `-Xlog:help` (the hook printed it).
+    XlogHelp,
+    /// `-version`: create the VM with the options before it, print the version, exit.
+    Version,
 }
 
 /// The result of parsing.
@@ -49,8 +90,12 @@ pub struct ParseOptions<'a> {
 pub struct Parsed {
     /// Every flag's value and origin, ready for ergonomics.
     pub settings: Settings,
-    /// The `-Xlog` options, in order, as given (`-Xlog`, `-Xlog:gc+heap=debug`, ...).
+    /// The `-Xlog` options, in order, as given, when no hook took them.
     pub xlog: Vec<String>,
+    /// Set when an option ended processing.
+    pub stop: Option<StopReason>,
+    /// `-showversion` was given: print the version and go on.
+    pub show_version: bool,
 }
 
 /// Parses VM options. `args` are the command-line options (everything the launcher did not
@@ -76,8 +121,11 @@ pub fn parse(
     let mut parser = Parser {
         settings: Settings::defaults(),
         xlog: Vec::new(),
+        xlog_hook: options.xlog,
         ignore_unrecognized: options.ignore_unrecognized,
         print_vm_options: false,
+        stop: None,
+        show_version: false,
         sink,
     };
 
@@ -85,6 +133,14 @@ pub fn parse(
     let mut settings_file = None;
     for arg in env_args.iter().chain(&cmd_args) {
         match arg.as_str() {
+            "-XX:+PrintFlagsInitial" => {
+                return Ok(Parsed {
+                    settings: parser.settings,
+                    xlog: Vec::new(),
+                    stop: Some(StopReason::PrintFlagsInitial),
+                    show_version: false,
+                });
+            }
             "-XX:+PrintVMOptions" => parser.print_vm_options = true,
             "-XX:-PrintVMOptions" => parser.print_vm_options = false,
             "-XX:+IgnoreUnrecognizedVMOptions" => parser.ignore_unrecognized = true,
@@ -106,15 +162,21 @@ pub fn parse(
             parser.process_xx(&token, Source::ConfigFile)?;
         }
     }
-    for arg in &env_args {
-        parser.process(arg, Source::Environment)?;
-    }
-    for arg in &cmd_args {
-        parser.process(arg, Source::CommandLine)?;
+    let sources = env_args
+        .iter()
+        .map(|a| (a, Source::Environment))
+        .chain(cmd_args.iter().map(|a| (a, Source::CommandLine)));
+    for (arg, source) in sources {
+        parser.process(arg, source)?;
+        if parser.stop.is_some() {
+            break;
+        }
     }
     Ok(Parsed {
         settings: parser.settings,
         xlog: parser.xlog,
+        stop: parser.stop,
+        show_version: parser.show_version,
     })
 }
 
@@ -148,8 +210,11 @@ fn expand_options_files(args: Vec<String>, container: &str) -> Result<Vec<String
 struct Parser<'s> {
     settings: Settings,
     xlog: Vec<String>,
+    xlog_hook: Option<XlogHook<'s>>,
     ignore_unrecognized: bool,
     print_vm_options: bool,
+    stop: Option<StopReason>,
+    show_version: bool,
     sink: &'s mut dyn FnMut(Stream, &str),
 }
 
@@ -172,9 +237,44 @@ impl Parser<'_> {
             }
             return self.process_xx(rest, source);
         }
-        if arg == "-Xlog" || arg.starts_with("-Xlog:") {
-            self.xlog.push(arg.to_owned());
+        if arg.starts_with("-Xlog") {
+            match self.xlog_hook {
+                Some(hook) => {
+                    if hook(arg)? == XlogAction::Stop {
+                        self.stop = Some(StopReason::XlogHelp);
+                    }
+                }
+                None if arg == "-Xlog" || arg.starts_with("-Xlog:") => {
+                    self.xlog.push(arg.to_owned())
+                }
+                None => {
+                    return Err(ArgError::invalid(format!(
+                        "Invalid -Xlog option '{arg}', see error log for details.\n"
+                    )))
+                }
+            }
             return Ok(());
+        }
+        match arg {
+            "-version" => {
+                self.stop = Some(StopReason::Version);
+                return Ok(());
+            }
+            "-showversion" => {
+                self.show_version = true;
+                return Ok(());
+            }
+            "-Xrs" => {
+                return self
+                    .settings
+                    .set_value(
+                        flag_index(flag::ReduceSignalUsage.info().name),
+                        Value::Bool(true),
+                        crate::Origin::from(Source::CommandLine),
+                    )
+                    .map_err(ArgError::invalid);
+            }
+            _ => {}
         }
         if let Some(size) = arg.strip_prefix("-Xms") {
             let bytes = parse_size_option(size, arg, "Invalid initial heap size")?;
@@ -700,7 +800,7 @@ mod tests {
             &["-XX:+Foo", "-foo"],
             ParseOptions {
                 ignore_unrecognized: true,
-                env: None,
+                ..ParseOptions::default()
             },
         );
         r.unwrap();
@@ -741,8 +841,8 @@ mod tests {
         let (r, out) = run_with(
             &["-Xmx64m"],
             ParseOptions {
-                ignore_unrecognized: false,
                 env: Some(env),
+                ..ParseOptions::default()
             },
         );
         let s = r.unwrap().settings;
@@ -766,8 +866,8 @@ mod tests {
         let (r, out) = run_with(
             &[],
             ParseOptions {
-                ignore_unrecognized: false,
                 env: Some(env),
+                ..ParseOptions::default()
             },
         );
         assert_eq!(r.unwrap_err().message, "Unmatched quote in RTVM_OPTIONS\n");
@@ -780,8 +880,8 @@ mod tests {
         let (r, _) = run_with(
             &[],
             ParseOptions {
-                ignore_unrecognized: false,
                 env: Some(env),
+                ..ParseOptions::default()
             },
         );
         assert_eq!(
@@ -793,9 +893,59 @@ mod tests {
     #[test]
     fn xlog_collected_in_order() {
         let p = run(&["-Xlog", "-Xlog:gc+heap=debug", "-Xlogfoo"]).0;
-        assert_eq!(p.unwrap_err().message, "Unrecognized option: -Xlogfoo\n");
+        assert_eq!(
+            p.unwrap_err().message,
+            "Invalid -Xlog option '-Xlogfoo', see error log for details.\n"
+        );
         let p = run(&["-Xlog", "-Xlog:gc+heap=debug"]).0.unwrap();
         assert_eq!(p.xlog, ["-Xlog", "-Xlog:gc+heap=debug"]);
+    }
+
+    #[test]
+    fn xlog_hook_sees_options_in_order_and_can_stop() {
+        let seen = std::cell::RefCell::new(Vec::new());
+        let hook = |o: &str| {
+            seen.borrow_mut().push(o.to_owned());
+            match o {
+                "-Xlog:help" => Ok(XlogAction::Stop),
+                "-Xlog:bad" => Err(ArgError::invalid("bad\n")),
+                _ => Ok(XlogAction::Continue),
+            }
+        };
+        let options = ParseOptions {
+            xlog: Some(&hook),
+            ..ParseOptions::default()
+        };
+        let (r, _) = run_with(&["-Xlog:os", "-Xlog:help", "-XX:+NoSuchFlag"], options);
+        assert_eq!(r.unwrap().stop, Some(StopReason::XlogHelp));
+        assert_eq!(*seen.borrow(), ["-Xlog:os", "-Xlog:help"]);
+        let (r, _) = run_with(&["-Xlog:bad", "-XX:+NoSuchFlag"], options);
+        assert_eq!(
+            r.unwrap_err().message,
+            "bad\n",
+            "the earlier -Xlog error wins"
+        );
+        let (r, _) = run_with(&["-XX:+NoSuchFlag", "-Xlog:help"], options);
+        assert!(r.unwrap_err().message.starts_with("Unrecognized VM option"));
+    }
+
+    #[test]
+    fn stopping_options() {
+        let p = run(&["-XX:+NoSuchFlag", "-XX:+PrintFlagsInitial"])
+            .0
+            .unwrap();
+        assert_eq!(
+            p.stop,
+            Some(StopReason::PrintFlagsInitial),
+            "found by the pre-scan"
+        );
+        let p = run(&["-Xmx64m", "-version", "-XX:+NoSuchFlag"]).0.unwrap();
+        assert_eq!(p.stop, Some(StopReason::Version));
+        assert_eq!(p.settings.get(flag::MaxHeapSize), 64 << 20);
+        assert!(run(&["-XX:+NoSuchFlag", "-version"]).0.is_err());
+        let p = run(&["-showversion", "-Xrs"]).0.unwrap();
+        assert!(p.show_version && p.stop.is_none());
+        assert!(p.settings.get(flag::ReduceSignalUsage));
     }
 
     fn temp_file(name: &str, content: &str) -> std::path::PathBuf {

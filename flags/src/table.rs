@@ -29,6 +29,20 @@ mod pd {
     pub const PRETOUCH_CHUNK: u64 = 1024 * M;
     /// Largest stack size, in K, a flag may ask for: 1M kilobytes, i.e. 1 GiB.
     pub const MAX_STACK_SIZE_K: i64 = M as i64;
+
+    // HotSpot 17's x86-64 stack zones, in 4K pages (`globals_x86.hpp`), and their ranges.
+    pub const STACK_RED_PAGES: i64 = 1;
+    pub const MIN_STACK_RED_PAGES: i64 = 1;
+    pub const MAX_STACK_RED_PAGES: i64 = 3;
+    pub const STACK_YELLOW_PAGES: i64 = 2;
+    pub const MIN_STACK_YELLOW_PAGES: i64 = 2;
+    pub const MAX_STACK_YELLOW_PAGES: i64 = STACK_YELLOW_PAGES + 5;
+    pub const STACK_RESERVED_PAGES: i64 = 1;
+    pub const MIN_STACK_RESERVED_PAGES: i64 = 0;
+    pub const MAX_STACK_RESERVED_PAGES: i64 = 11;
+    pub const STACK_SHADOW_PAGES: i64 = 20;
+    pub const MIN_STACK_SHADOW_PAGES: i64 = 10;
+    pub const MAX_STACK_SHADOW_PAGES: i64 = 50;
 }
 
 /// The largest value a `size_t` chunk size may take (`SIZE_MAX / 2`).
@@ -44,6 +58,8 @@ define_flags! {
     experimental(bool, BackgroundPreTouch, false,
         "With AlwaysPreTouch, return from VM creation once the heap is committed and pre-touch it in the background while the application runs")
         constraint(constraints::background_pretouch, AfterErgo);
+    product(bool, CreateCoredumpOnCrash, true,
+        "Create core/mini dump on VM fatal error");
     diagnostic(bool, DelayThreadStartALot, false,
         "Delay each thread start by 100ms between the start handshake and the thread's own set-up, widening the window in which an unmitigated stack can turn into huge pages");
     diagnostic(bool, DisableTHPStackMitigation, false,
@@ -81,6 +97,20 @@ define_flags! {
         "Print native memory tracking summary data if it is on");
     product(bool, PrintVMOptions, false,
         "Print flags that appeared on the command line");
+    product(bool, ReduceSignalUsage, false,
+        "Reduce the use of OS signals in Java and/or the VM: rtvm installs no signal handler at all (-Xrs)");
+    product_pd(intx, StackRedPages, pd::STACK_RED_PAGES,
+        "Number of red zone (unrecoverable overflows) pages of size 4KB. If pages are bigger red zone is aligned up.")
+        range(pd::MIN_STACK_RED_PAGES, pd::MAX_STACK_RED_PAGES);
+    product_pd(intx, StackReservedPages, pd::STACK_RESERVED_PAGES,
+        "Number of reserved zone (reserved to annotated methods) pages of size 4KB. If pages are bigger reserved zone is aligned up.")
+        range(pd::MIN_STACK_RESERVED_PAGES, pd::MAX_STACK_RESERVED_PAGES);
+    product_pd(intx, StackShadowPages, pd::STACK_SHADOW_PAGES,
+        "Number of shadow zone (for overflow checking) pages of size 4KB. If pages are bigger shadow zone is aligned up. This should exceed the depth of the VM and native call stack.")
+        range(pd::MIN_STACK_SHADOW_PAGES, pd::MAX_STACK_SHADOW_PAGES);
+    product_pd(intx, StackYellowPages, pd::STACK_YELLOW_PAGES,
+        "Number of yellow zone (recoverable overflows) pages of size 4KB. If pages are bigger yellow zone is aligned up.")
+        range(pd::MIN_STACK_YELLOW_PAGES, pd::MAX_STACK_YELLOW_PAGES);
     product_pd(intx, ThreadStackSize, pd::THREAD_STACK_SIZE_K,
         "Thread stack size (in Kbytes) of application threads; 0 uses the system default (RLIMIT_STACK)")
         range(0, pd::MAX_STACK_SIZE_K);

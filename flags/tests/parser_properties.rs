@@ -86,6 +86,7 @@ fn check(args: &[String], env: Option<&str>, ignore: bool) -> Result<(), TestCas
             name: "RTVM_OPTIONS",
             value,
         }),
+        ..ParseOptions::default()
     };
     let mut sink_text = String::new();
     match parse(args, &options, &mut |_, t| sink_text.push_str(t)) {

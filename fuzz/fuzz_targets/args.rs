@@ -20,6 +20,7 @@ fuzz_target!(|data: &[u8]| {
     let options = ParseOptions {
         ignore_unrecognized: data.first().is_some_and(|b| b & 1 == 1),
         env: env_ok.map(|value| EnvOptions { name: "RTVM_OPTIONS", value }),
+        ..ParseOptions::default()
     };
     if let Err(e) = parse(&args, &options, &mut |_, _| {}) {
         assert!(!e.message.is_empty());
