@@ -63,7 +63,7 @@ pub const DENY_MADVISE_ENV: &str = "RTVM_TEST_DENY_MADVISE";
 pub const RLIMITS_ENV: &str = "RTVM_TEST_RLIMITS";
 
 fn apply_rlimits(spec: &str) -> Result<(), String> {
-    use rtvm::os::system::{set_soft_limit, Limit};
+    use rtvm::testing::os::system::{set_soft_limit, Limit};
     for item in spec.split(',').filter(|s| !s.is_empty()) {
         let (name, value) = item
             .split_once('=')
@@ -75,7 +75,7 @@ fn apply_rlimits(spec: &str) -> Result<(), String> {
             "nofile" => Limit::OpenFiles,
             _ => return Err(format!("unknown limit '{name}'")),
         };
-        let value: u64 = rtvm::flags::value::parse_unsigned(value)
+        let value: u64 = rtvm::testing::flags::value::parse_unsigned(value)
             .ok_or_else(|| format!("bad value in '{item}'"))?;
         set_soft_limit(limit, value).map_err(|e| format!("setting {name}={value}: {e}"))?;
     }
@@ -83,7 +83,7 @@ fn apply_rlimits(spec: &str) -> Result<(), String> {
 }
 
 /// The test VM: runs the rtvm launcher with the test mains.
-pub fn test_vm_main(args: &[String]) -> i32 {
+pub fn test_vm_main(args: &[std::ffi::OsString]) -> i32 {
     if let Ok(spec) = std::env::var(RLIMITS_ENV) {
         if let Err(e) = apply_rlimits(&spec) {
             eprintln!("{RLIMITS_ENV}={spec}: {e}");
@@ -98,9 +98,10 @@ pub fn test_vm_main(args: &[String]) -> i32 {
             eprintln!("{DENY_MADVISE_ENV}={spec}: expected <advice>:<errno>");
             return 1;
         };
-        if let Err(e) =
-            rtvm::os::fault::deny_madvise_advice(advice, rtvm::os::Errno::from_raw(errno))
-        {
+        if let Err(e) = rtvm::testing::os::fault::deny_madvise_advice(
+            advice,
+            rtvm::testing::os::Errno::from_raw(errno),
+        ) {
             eprintln!("{DENY_MADVISE_ENV}: installing the seccomp filter failed: {e}");
             return 1;
         }

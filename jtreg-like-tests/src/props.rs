@@ -16,8 +16,8 @@
 
 use std::collections::BTreeMap;
 
-use rtvm::os::pages::PageInfo;
-use rtvm::os::system;
+use rtvm::testing::os::pages::PageInfo;
+use rtvm::testing::os::system;
 
 /// Property values for one run.
 #[derive(Clone, Debug)]
@@ -64,11 +64,11 @@ impl Props {
 
         // vm.opt.X: what -vmoptions set, parsed by the same flag parser the VM uses.
         let mut vm_opts = BTreeMap::new();
-        let parse_opts = rtvm::flags::ParseOptions {
+        let parse_opts = rtvm::testing::flags::ParseOptions {
             ignore_unrecognized: true,
-            env: None,
+            ..Default::default()
         };
-        if let Ok(parsed) = rtvm::flags::parse(vm_options, &parse_opts, &mut |_, _| {}) {
+        if let Ok(parsed) = rtvm::testing::flags::parse(vm_options, &parse_opts, &mut |_, _| {}) {
             for (info, value, origin) in parsed.settings.iter() {
                 if !origin.is_default() {
                     vm_opts.insert(info.name.to_owned(), value.display());
@@ -85,7 +85,7 @@ impl Props {
         }
         let flag = name.strip_prefix("vm.opt.")?;
         let flag = flag.strip_prefix("final.").unwrap_or(flag);
-        rtvm::flags::find(flag)?;
+        rtvm::testing::flags::find(flag)?;
         Some(
             self.vm_opts
                 .get(flag)

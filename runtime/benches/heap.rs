@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 mod common;
 
 use common::{have_java, median, time_process};
-use rtvm::os::{HugePageAdvice, PageInfo, PretouchRequest, Reservation, ThpMode};
+use rtvm::testing::os::{HugePageAdvice, PageInfo, PretouchRequest, Reservation, ThpMode};
 use rtvm::{InitArgs, Vm};
 
 const GIB: usize = 1 << 30;
@@ -393,8 +393,8 @@ fn main() {
     println!(
         "heap bench: 4 GiB, THP mode {}, {} CPUs, MADV_POPULATE_WRITE {}",
         pages.thp.mode,
-        rtvm::os::system::available_processors(),
-        if rtvm::os::pretouch::populate_write_supported() {
+        rtvm::testing::os::system::available_processors(),
+        if rtvm::testing::os::pretouch::populate_write_supported() {
             "available"
         } else {
             "unavailable"

@@ -18,9 +18,9 @@ use std::time::{Duration, Instant};
 mod common;
 
 use common::median;
-use rtvm::mains::IdleGate;
-use rtvm::os::procfs::read_status;
-use rtvm::os::stack::{self, recommended_alt_stack_size, StackMapping, StackSpec};
+use rtvm::testing::os::procfs::read_status;
+use rtvm::testing::os::stack::{recommended_alt_stack_size, StackMapping, StackSpec};
+use rtvm::testing::IdleGate;
 use rtvm::{InitArgs, Vm};
 
 const THREADS: usize = 1000;
@@ -84,14 +84,22 @@ fn os_sample(no_huge: bool) -> (Duration, u64) {
         |i, g| {
             let spec = StackSpec {
                 size: STACK + 4096,
-                guard_size: 4096,
+                zones: rtvm::testing::os::GuardZones::hotspot_default(),
                 alt_stack_size: recommended_alt_stack_size(),
                 no_huge_pages: no_huge,
                 guard_early: true,
                 name: format!("T{i}"),
             };
             let b = g.parked_body();
-            stack::spawn(StackMapping::map(&spec).unwrap(), Box::new(move |_| b())).unwrap()
+            rtvm::testing::os::thread::spawn(
+                StackMapping::map(&spec).unwrap(),
+                Box::new(move |_| {
+                    b();
+                    None
+                }),
+                None,
+            )
+            .unwrap()
         },
         |t| t.join(),
     )
@@ -183,7 +191,7 @@ fn main() {
         return;
     }
     let rounds = common::arg("--rounds").unwrap_or(7usize);
-    let pages = rtvm::os::PageInfo::detect();
+    let pages = rtvm::testing::os::PageInfo::detect();
     println!(
         "thread bench: {THREADS} threads × 2 MiB stacks, {rounds} rounds interleaved, THP mode {}",
         pages.thp.mode

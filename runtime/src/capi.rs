@@ -1,4 +1,5 @@
-//! The C API declared in `include/rtvm.h`.
+//! The C API declared in `include/rtvm.h`, as Rust declarations (the `cdylib` and
+//! `staticlib` export these symbols).
 //!
 //! Every entry point catches panics (they never cross into C: they become `RTVM_ERR` with a
 //! message) and records failures for `rtvm_last_error` in a thread-local buffer.
@@ -8,8 +9,9 @@ use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use crate::threads::VmThread;
-use crate::vm::{CreateError, ErrorCode, InitArgs, Vm};
+use crate::error::{CreateError, ErrorCode};
+use crate::{InitArgs, Vm, VmThread};
+use rtvm_os_linux::ForeignCall;
 
 const OK: c_int = 0;
 const ERR: c_int = ErrorCode::Err.code();
@@ -68,12 +70,6 @@ pub struct RtvmHeapStats {
 #[derive(Debug)]
 pub struct RtvmThread(VmThread);
 
-/// A C pointer argument, made sendable to the thread that calls back with it.
-struct CallbackArg(*mut c_void);
-// SAFETY: the pointer is only handed back to the C callback the embedder supplied with it;
-// rtvm.h tells embedders that fn(arg) runs on another thread.
-unsafe impl Send for CallbackArg {}
-
 fn error_message(e: &CreateError) -> String {
     e.message.trim_end().to_owned()
 }
@@ -104,16 +100,11 @@ pub unsafe extern "C" fn rtvm_create(args: *const RtvmInitArgs, vm_out: *mut *mu
             if p.is_null() {
                 return fail(EINVAL, &format!("rtvm_create: option {i} is NULL"));
             }
-            // SAFETY: the caller guarantees each entry is a NUL-terminated string.
-            match unsafe { CStr::from_ptr(p) }.to_str() {
-                Ok(s) => options.push(s.to_owned()),
-                Err(_) => return fail(EINVAL, &format!("rtvm_create: option {i} is not UTF-8")),
-            }
+            // SAFETY: the caller guarantees each entry is a NUL-terminated string. Bytes that
+            // are not UTF-8 become U+FFFD: the option earns the message its text earns.
+            options.push(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned());
         }
-        match Vm::create(InitArgs {
-            options,
-            ignore_unrecognized: a.ignore_unrecognized != 0,
-        }) {
+        match Vm::create(InitArgs::new(options).ignore_unrecognized(a.ignore_unrecognized != 0)) {
             Ok(vm) => {
                 // SAFETY: checked non-NULL; the caller guarantees it is writable.
                 unsafe { *vm_out = Box::into_raw(Box::new(vm)) };
@@ -135,12 +126,23 @@ pub unsafe extern "C" fn rtvm_destroy(vm: *mut Vm) -> c_int {
         if vm.is_null() {
             return OK;
         }
-        // SAFETY: the caller passes a pointer from rtvm_create, owned by us from here on.
-        let vm = unsafe { Box::from_raw(vm) };
-        match vm.shutdown() {
-            Ok(()) => OK,
-            Err(e) => fail(ERR, &e.to_string()),
+        // SAFETY: the caller passes a live VM from rtvm_create. Only shared references are
+        // made until the shutdown is complete, so VM threads that still use the pointer
+        // (rtvm_thread_start during the destroy) are fine.
+        let shared = unsafe { &*vm };
+        match shared.shutdown() {
+            Ok(()) => {}
+            Err(e @ crate::ShutdownError::OnVmThread { .. }) => return fail(ERR, &e.to_string()),
+            Err(e) => {
+                // SAFETY: the shutdown is complete; nothing uses the VM any more.
+                drop(unsafe { Box::from_raw(vm) });
+                return fail(ERR, &e.to_string());
+            }
         }
+        // SAFETY: the shutdown is complete: every VM thread has ended, so nothing but the
+        // caller holds the pointer, which it gives up with this call.
+        drop(unsafe { Box::from_raw(vm) });
+        OK
     })
 }
 
@@ -176,7 +178,10 @@ pub unsafe extern "C" fn rtvm_heap_allocate(vm: *mut Vm, bytes: usize) -> *mut c
                 out = b.as_ptr().cast();
                 OK
             }
-            None => fail(ENOMEM, &format!("rtvm_heap_allocate: {bytes} bytes do not fit the committed heap ({} bytes used of {} committed)", vm.heap_stats().used, vm.heap_stats().committed)),
+            None => {
+                let s = vm.heap_stats();
+                fail(ENOMEM, &format!("rtvm_heap_allocate: {bytes} bytes do not fit the committed heap ({} bytes used of {} committed)", s.used, s.committed))
+            }
         }
     });
     out
@@ -242,7 +247,7 @@ pub unsafe extern "C" fn rtvm_heap_get_stats(vm: *mut Vm, out: *mut RtvmHeapStat
                 reserved: s.reserved,
                 committed: s.committed,
                 used: s.used,
-                resident: s.resident,
+                resident: vm.heap().resident_bytes(),
             }
         };
         OK
@@ -258,7 +263,7 @@ pub unsafe extern "C" fn rtvm_heap_get_stats(vm: *mut Vm, out: *mut RtvmHeapStat
 pub unsafe extern "C" fn rtvm_thread_start(
     vm: *mut Vm,
     name: *const c_char,
-    f: Option<extern "C" fn(*mut c_void)>,
+    f: Option<unsafe extern "C-unwind" fn(*mut c_void)>,
     arg: *mut c_void,
     thread_out: *mut *mut RtvmThread,
 ) -> c_int {
@@ -280,19 +285,31 @@ pub unsafe extern "C" fn rtvm_thread_start(
         let name = unsafe { CStr::from_ptr(name) }
             .to_string_lossy()
             .into_owned();
-        let arg = CallbackArg(arg);
-        match vm.spawn(&name, move || {
-            let arg = arg;
-            f(arg.0)
-        }) {
+        // The C body is called last, from a frame with nothing to drop: it may end its thread
+        // with pthread_exit.
+        let body = crate::threads::Body::Foreign(ForeignCall { f, arg });
+        match vm.thread(&name).spawn_body(body) {
             Ok(t) => {
                 // SAFETY: checked non-NULL; the caller guarantees it is writable.
                 unsafe { *thread_out = Box::into_raw(Box::new(RtvmThread(t))) };
                 OK
             }
-            Err(e) => fail(ENOMEM, &e.to_string()),
+            Err(e) => fail(thread_error_code(&e), &e.to_string()),
         }
     })
+}
+
+/// The code for a thread that could not start: a limit, memory, or a VM shutting down.
+fn thread_error_code(e: &crate::ThreadError) -> c_int {
+    match e {
+        crate::ThreadError::Start { errno, .. } if *errno == rtvm_os_linux::Errno::EAGAIN => {
+            ErrorCode::Again.code()
+        }
+        crate::ThreadError::Start { errno, .. } if *errno == rtvm_os_linux::Errno::ENOMEM => ENOMEM,
+        crate::ThreadError::Start { errno, .. } if *errno == rtvm_os_linux::Errno::EINVAL => EINVAL,
+        crate::ThreadError::ShuttingDown { .. } => ErrorCode::ShuttingDown.code(),
+        _ => ERR,
+    }
 }
 
 /// See `rtvm_thread_join` in rtvm.h.

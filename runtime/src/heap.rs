@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use rtvm_flags::value::{format_exact_size, format_page_size};
 use rtvm_os_linux::{HugePageAdvice, OsError, PretouchRequest, Primitive, Reservation};
 
-use crate::workers::{GangTask, TaskHandle, WorkerGang};
+use crate::workers::{GangTask, TaskHandle, TaskPanicked, WorkerGang};
 
 /// How the heap is set up; decided from flags by the VM.
 #[derive(Clone, Debug)]
@@ -49,6 +49,7 @@ pub struct HeapConfig {
 
 /// Why a heap operation failed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum HeapError {
     /// The heap could not be reserved.
     #[error("Could not reserve enough space for {}KB object heap", .bytes / 1024)]
@@ -74,10 +75,15 @@ pub enum HeapError {
         /// Bytes still reservable.
         available: usize,
     },
+    /// The pretouch task failed in a way that is a bug (a worker panicked).
+    #[error("{0}")]
+    Task(TaskPanicked),
 }
 
-/// Heap figures.
+/// Heap figures, all read from counters (no system call): cheap enough for a hot path.
+/// What is resident is measured separately ([`Heap::resident_bytes`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct HeapStats {
     /// Reserved bytes (`MaxHeapSize`, aligned).
     pub reserved: usize,
@@ -85,8 +91,6 @@ pub struct HeapStats {
     pub committed: usize,
     /// Bytes handed out by the allocator (nursery excluded).
     pub used: usize,
-    /// Committed bytes that are resident, by `mincore`.
-    pub resident: usize,
 }
 
 /// A block of heap memory handed to the embedder.
@@ -265,7 +269,10 @@ impl Heap {
             false,
         ));
         log_start(&task);
-        gang.run(Arc::clone(&task) as Arc<dyn GangTask>, task.workers.max(1));
+        // Never wait for another task (a background pretouch of the initial heap): without a
+        // free gang the calling thread pretouches the range alone.
+        gang.run_now(Arc::clone(&task) as Arc<dyn GangTask>, task.workers.max(1))
+            .map_err(HeapError::Task)?;
         task.finish()
     }
 
@@ -293,7 +300,7 @@ impl Heap {
             .unwrap_or_else(|p| p.into_inner())
             .take();
         let Some(bg) = bg else { return Ok(None) };
-        bg.handle.wait();
+        bg.handle.wait().map_err(HeapError::Task)?;
         bg.task.finish().map(Some)
     }
 
@@ -327,7 +334,10 @@ impl Heap {
     }
 
     /// Commits `bytes` more (rounded up to the heap's page size) and, with `AlwaysPreTouch`,
-    /// pretouches them on the gang. On failure the heap keeps its old size and stays usable.
+    /// pretouches them — on the gang if it is free, else on the calling thread, never waiting
+    /// for a background pretouch of the initial heap. The new part is published (becomes
+    /// allocatable) only once it is committed and pretouched; on any failure it is given back
+    /// and the heap keeps its old size and stays usable.
     pub fn expand(self: &Arc<Self>, bytes: usize, gang: &WorkerGang) -> Result<usize, HeapError> {
         let _guard = self.expand_lock.lock().unwrap_or_else(|p| p.into_inner());
         let page = self.config.page_size;
@@ -347,21 +357,26 @@ impl Heap {
             return Ok(old);
         }
         self.reservation
-            .commit(old, grow)
+            .commit_unpublished(old, grow)
             .map_err(HeapError::Commit)?;
-        log::debug!(target: "gc+heap", "Expanded heap from {} to {}", format_exact_size(old as u64), format_exact_size((old + grow) as u64));
         if self.config.pretouch {
             if let Err(e) = self.pretouch_range(gang, old, grow) {
-                // The memory is committed and usable; it just is not all resident.
-                self.committed.store(old + grow, Ordering::Release);
+                if let Err(u) = self.reservation.uncommit_unpublished(old, grow) {
+                    log::error!(target: "gc+heap", "Giving back the failed expansion failed: {u}");
+                }
+                log::info!(target: "gc+heap", "Expansion by {} failed; the heap keeps {}: {e}", format_exact_size(grow as u64), format_exact_size(old as u64));
                 return Err(e);
             }
         }
+        self.reservation
+            .publish(old, grow)
+            .map_err(HeapError::Commit)?;
         self.committed.store(old + grow, Ordering::Release);
+        log::debug!(target: "gc+heap", "Expanded heap from {} to {}", format_exact_size(old as u64), format_exact_size((old + grow) as u64));
         Ok(old + grow)
     }
 
-    /// Current figures.
+    /// Current figures (counters only).
     pub fn stats(&self) -> HeapStats {
         let committed = self.committed.load(Ordering::Acquire);
         HeapStats {
@@ -372,12 +387,17 @@ impl Heap {
                 .load(Ordering::Relaxed)
                 .min(committed)
                 .saturating_sub(self.config.nursery),
-            resident: if committed == 0 {
-                0
-            } else {
-                self.reservation.resident_bytes(0, committed).unwrap_or(0)
-            },
         }
+    }
+
+    /// Committed bytes that are resident, measured with `mincore` over the committed heap
+    /// (a system call that walks every page: not for a hot path).
+    pub fn resident_bytes(&self) -> usize {
+        let committed = self.committed.load(Ordering::Acquire);
+        if committed == 0 {
+            return 0;
+        }
+        self.reservation.resident_bytes(0, committed).unwrap_or(0)
     }
 
     /// The heap's address range (reserved).

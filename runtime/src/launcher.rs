@@ -1,18 +1,28 @@
 //! The launcher: `rtvm [options] <Main> [args...]`, as a library entry point so another
 //! binary (the jtreg test VM) can reuse it with its own mains.
 //!
+//! Arguments are read as bytes (`OsString`): an argument that is not UTF-8 is converted
+//! lossily and earns the message its text earns (`Unrecognized VM option 'Fo\u{fffd}'`),
+//! never a panic. As in `java`, `-version`, `-help`/`-h`/`-?`/`--help` and `-X` end option
+//! processing where they stand; the VM is created with the options before them (their
+//! errors are reported), then the version or help is printed and the launcher exits 0.
+//!
 //! Exit status: 0 on success (and for `-version`, `-help`, `-X`, `-Xlog:help`,
 //! `-XX:+PrintFlagsInitial`), 1 when the VM cannot be created or the main fails, else what
-//! the main asks for. Launcher options are `-version`, `-showversion`, `-help`/`-h`/`-?` and
-//! `-X`; every other option before the main is a VM option. The main runs on a VM thread
+//! the main asks for. Output the launcher prints itself (usage, version) is written as
+//! `java` writes it: a closed pipe or a full disk is ignored. The main runs on a VM thread
 //! named `main`, sized by `-Xss` like any Java thread.
 
 use std::error::Error;
+use std::ffi::OsString;
 use std::fmt;
 use std::io::Write as _;
 use std::sync::{Arc, Mutex};
 
-use crate::vm::{ErrorKind, InitArgs, Vm};
+use crate::args::{lossy, InitArgs};
+use crate::error::{ErrorCode, ErrorKind};
+use crate::output::Stream;
+use crate::vm::Vm;
 
 /// What a main returns: `Ok` for exit status 0; an error is printed as
 /// `Exception in thread "main" <error>` and gives exit status 1, unless it is an [`Exit`].
@@ -97,18 +107,15 @@ impl Mains {
     }
 }
 
-/// The version text `-version` prints (to stderr).
-pub fn version_text() -> String {
-    let v = env!("CARGO_PKG_VERSION");
-    let profile = if cfg!(debug_assertions) {
-        "debug"
-    } else {
-        "release"
+/// Writes to a standard stream as `java` does: a failed write is dropped.
+fn emit(stream: Stream, text: &str) {
+    let _ = match stream {
+        Stream::Stdout => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(text.as_bytes()).and_then(|()| out.flush())
+        }
+        Stream::Stderr => std::io::stderr().lock().write_all(text.as_bytes()),
     };
-    format!(
-        "rtvm version \"{v}\"\nrtvm Runtime Environment (build {v}, {profile})\nrtvm 64-Bit VM (build {v}, {profile}, {}-linux)\n",
-        std::env::consts::ARCH
-    )
 }
 
 fn usage(program: &str, mains: &Mains) -> String {
@@ -119,8 +126,11 @@ fn usage(program: &str, mains: &Mains) -> String {
          \x20where options include:\n\n\
          \x20   -version      print product version to the error stream and exit\n\
          \x20   -showversion  print product version to the error stream and continue\n\
-         \x20   -help, -h, -? print this help message to the output stream\n\
-         \x20   -X            print help on extra options to the output stream\n\
+         \x20   -? -h -help\n\
+         \x20                 print this help message to the error stream\n\
+         \x20   --help        print this help message to the output stream\n\
+         \x20   -X            print help on extra options to the error stream\n\
+         \x20   --help-extra  print help on extra options to the output stream\n\
          \x20   -XX:+Name, -XX:-Name, -XX:Name=value\n\
          \x20                 set a VM flag; -XX:+PrintFlagsFinal lists them all\n\
          \x20   -XX:Flags=<file>, -XX:VMOptionsFile=<file>\n\
@@ -143,96 +153,122 @@ fn extra_usage() -> String {
      \x20   -Xmn<size>        sets the size of the nursery (NewSize and MaxNewSize)\n\
      \x20   -Xms<size>        set initial (and minimum) heap size\n\
      \x20   -Xmx<size>        set maximum heap size\n\
+     \x20   -Xrs              install no signal handlers (ReduceSignalUsage)\n\
      \x20   -Xss<size>        set thread stack size\n\n\
      These extra options are subject to change without notice.\n"
         .to_owned()
 }
 
+/// What the launcher prints once the VM exists, instead of running a main.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Info {
+    Help(Stream),
+    Extra(Stream),
+}
+
 /// Runs the launcher on `args` (without the program name) with `mains`; returns the exit
 /// status. `program` names the binary in the usage text.
-pub fn launch(program: &str, args: &[String], mains: &Mains) -> i32 {
+pub fn launch(program: &str, args: &[OsString], mains: &Mains) -> i32 {
     let mut vm_options = Vec::new();
-    let mut version = false;
-    let mut show_version = false;
-    let mut rest = args.iter();
+    let mut info = None;
+    let mut rest = args.iter().map(|a| lossy(a));
     let mut main_name = None;
     for arg in rest.by_ref() {
         match arg.as_str() {
-            "-version" => version = true,
-            "-showversion" => show_version = true,
-            "-help" | "-h" | "-?" | "--help" => {
-                print!("{}", usage(program, mains));
-                return 0;
-            }
-            "-X" => {
-                print!("{}", extra_usage());
-                return 0;
-            }
-            a if a.starts_with('-') => vm_options.push(arg.clone()),
-            _ => {
-                main_name = Some(arg.clone());
+            "-help" | "-h" | "-?" => info = Some(Info::Help(Stream::Stderr)),
+            "--help" => info = Some(Info::Help(Stream::Stdout)),
+            "-X" => info = Some(Info::Extra(Stream::Stderr)),
+            "--help-extra" => info = Some(Info::Extra(Stream::Stdout)),
+            "-version" => {
+                // The VM prints the version once it exists, and stops.
+                vm_options.push(arg);
                 break;
             }
+            a if a.starts_with('-') => {
+                vm_options.push(arg);
+                continue;
+            }
+            _ => main_name = Some(arg),
         }
+        break;
     }
-    let main_args: Vec<String> = rest.cloned().collect();
+    let main_args: Vec<String> = rest.collect();
 
     let vm = match Vm::create(InitArgs::new(vm_options)) {
         Ok(vm) => vm,
         Err(e) => {
             return match e.kind {
-                ErrorKind::Arguments => {
-                    let mut err = std::io::stderr().lock();
-                    let _ = write!(err, "{}", e.message);
-                    let _ = writeln!(err, "Error: Could not create the virtual machine.");
-                    1
-                }
-                ErrorKind::Initialization => {
-                    let mut out = std::io::stdout().lock();
-                    let _ = write!(
-                        out,
-                        "Error occurred during initialization of VM\n{}",
-                        e.message
-                    );
-                    let _ = out.flush();
-                    1
-                }
                 ErrorKind::ExitRequested => 0,
+                ErrorKind::Initialization => {
+                    emit(
+                        Stream::Stdout,
+                        &format!("Error occurred during initialization of VM\n{}", e.message),
+                    );
+                    1
+                }
+                ErrorKind::ArgumentsStdout => {
+                    emit(Stream::Stdout, &e.message);
+                    emit(
+                        Stream::Stderr,
+                        "Error: Could not create the virtual machine.\n",
+                    );
+                    1
+                }
+                _ => {
+                    if e.code != ErrorCode::Exited {
+                        emit(Stream::Stderr, &e.message);
+                        emit(
+                            Stream::Stderr,
+                            "Error: Could not create the virtual machine.\n",
+                        );
+                    }
+                    1
+                }
             };
         }
     };
-    if version || show_version {
-        eprint!("{}", version_text());
+    match info {
+        Some(Info::Help(stream)) => {
+            emit(stream, &usage(program, mains));
+            return finish(vm, 0);
+        }
+        Some(Info::Extra(stream)) => {
+            emit(stream, &extra_usage());
+            return finish(vm, 0);
+        }
+        None => {}
     }
-    if version {
-        return finish(vm, 0);
-    }
-    // As java does: the VM is created (options take effect, -Xlog:help and
-    // -XX:+PrintFlagsInitial exit 0) before a missing main is reported.
+    // As java does: the VM is created (options take effect) before a missing main is
+    // reported.
     let Some(name) = main_name else {
-        eprint!("{}", usage(program, mains));
+        emit(Stream::Stderr, &usage(program, mains));
         return finish(vm, 1);
     };
     let Some(entry) = mains.get(&name).copied() else {
-        eprintln!("Error: Could not find or load main class {name}");
-        eprintln!("Caused by: no main named '{name}' is registered (see {program} -help)");
+        emit(
+            Stream::Stderr,
+            &format!(
+                "Error: Could not find or load main class {name}\n\
+                 Caused by: no main named '{name}' is registered (see {program} -help)\n"
+            ),
+        );
         return finish(vm, 1);
     };
     let vm = Arc::new(vm);
     let status = run_main(Arc::clone(&vm), entry, main_args);
     match Arc::try_unwrap(vm) {
         Ok(vm) => finish(vm, status),
-        // The main left a thread holding the VM; it shuts down when that reference goes.
+        // The main left a thread holding the VM; the VM is torn down when that reference
+        // goes (a reaper waits for the thread).
         Err(_) => status,
     }
 }
 
 fn finish(vm: Vm, status: i32) -> i32 {
-    let _ = std::io::stdout().flush();
     match vm.shutdown() {
         Ok(()) => status,
         Err(e) => {
-            eprintln!("rtvm: {e}");
+            emit(Stream::Stderr, &format!("rtvm: {e}\n"));
             if status == 0 {
                 1
             } else {
@@ -254,12 +290,15 @@ fn run_main(vm: Arc<Vm>, entry: MainEntry, args: Vec<String>) -> i32 {
     let thread = match spawned {
         Ok(t) => t,
         Err(e) => {
-            eprintln!("Error: {e}");
+            emit(Stream::Stderr, &format!("Error: {e}\n"));
             return 1;
         }
     };
     if let Err(e) = thread.join() {
-        eprintln!("Exception in thread \"main\" {e}");
+        emit(
+            Stream::Stderr,
+            &format!("Exception in thread \"main\" {e}\n"),
+        );
         return 1;
     }
     let r = result.lock().unwrap_or_else(|p| p.into_inner()).take();
@@ -268,12 +307,15 @@ fn run_main(vm: Arc<Vm>, entry: MainEntry, args: Vec<String>) -> i32 {
         Some(Err(e)) => match e.downcast::<Exit>() {
             Ok(exit) => {
                 if let Some(m) = &exit.message {
-                    eprintln!("{m}");
+                    emit(Stream::Stderr, &format!("{m}\n"));
                 }
                 exit.status
             }
             Err(e) => {
-                eprintln!("Exception in thread \"main\" {e}");
+                emit(
+                    Stream::Stderr,
+                    &format!("Exception in thread \"main\" {e}\n"),
+                );
                 1
             }
         },

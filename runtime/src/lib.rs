@@ -15,38 +15,69 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! Start-up follows HotSpot's order: flags are parsed ([`rtvm_flags`]), `-Xlog` is set up,
-//! the OS layer ([`rtvm_os_linux`]) reports page sizes and THP modes, ergonomics fill in
-//! what the user did not set, the worker gang starts, the heap is reserved, committed and
-//! pretouched. Nothing in the library exits the process; errors come back as values.
+//! Start-up follows HotSpot's order: flags are parsed (with `-Xlog` applied as it is met),
+//! the OS layer reports page sizes and THP modes, ergonomics fill in what the user did not
+//! set, the worker gang starts, the heap is reserved, committed and pretouched. Nothing in
+//! the library exits the process; errors come back as values.
 //!
-//! `unsafe` code is confined to the OS layer and to the C API ([`capi`]).
+//! The embedding surface is this crate root: [`Vm`] and its [`InitArgs`], thread and heap
+//! handles, NMT, and the error types; the C API mirrors it (`include/rtvm.h`). The launcher
+//! ([`launcher`]) is the `rtvm` program as a library. Test tools are behind the `testing`
+//! feature. `unsafe` code is confined to the OS layer and to the C API.
 #![deny(unsafe_code)]
 
+mod args;
 #[allow(unsafe_code)]
 pub mod capi;
-pub mod heap;
+mod ergonomics;
+mod error;
+mod heap;
 pub mod launcher;
-pub mod logging;
-pub mod mains;
-pub mod nmt;
-pub mod threads;
+mod mains;
+mod nmt;
+mod output;
+mod threads;
 mod vm;
-pub mod workers;
+mod workers;
+mod xlog;
 
+pub use args::{lossy, InitArgs, ENV_OPTIONS};
+pub use error::{CreateError, ErrorCode, ErrorKind, ShutdownError};
 pub use heap::{Heap, HeapBlock, HeapError, HeapStats, PretouchReport};
-pub use nmt::NmtSummary;
-pub use threads::{ThreadError, ThreadInfo, ThreadKind, ThreadState, VmThread};
-pub use vm::{
-    CreateError, ErrorCode, ErrorKind, InitArgs, ShutdownError, ThreadBuilder, Vm, ENV_OPTIONS,
+pub use nmt::{NmtSummary, StackDetail, Usage};
+pub use output::{Output, Stream};
+pub use threads::{
+    StackBounds, StackPolicy, ThreadError, ThreadInfo, ThreadKind, ThreadState, VmState, VmThread,
 };
+pub use vm::{version_text, ThreadBuilder, Vm};
+pub use workers::{GangTask, TaskHandle, TaskPanicked, WorkerGang};
+
+/// The flag values a VM runs with ([`Vm::flags`]): typed handles and values.
+pub mod flags {
+    pub use rtvm_flags::{flag, Flag, FlagInfo, FlagKind, FlagType, Flags, Origin, Source, Value};
+}
+
+/// The page-size and THP facts a VM started with ([`Vm::page_info`]).
+pub mod pages {
+    pub use rtvm_os_linux::pages::{
+        DefragMode, HugetlbInfo, MthpSetting, MthpSize, PageInfo, ShmemMode, ThpInfo, ThpMode,
+    };
+    pub use rtvm_os_linux::StackLayout;
+}
+
+/// What the jtreg-like tests and the benches need beyond the embedding API: the lower
+/// crates, the idle-thread gate, the `-Xlog` parser. Not for embedders.
+#[cfg(feature = "testing")]
+pub mod testing {
+    pub use crate::mains::{memory_line, IdleGate, ReleaseOnDrop};
+    pub use crate::xlog::{
+        help_text, parse_xlog, LogConfig, XlogError, RTVM_TAG_SETS, TAGS, TAG_SETS,
+    };
+    pub use rtvm_flags as flags;
+    pub use rtvm_os_linux as os;
+}
 
 /// README.md's Rust examples, compiled and run as doctests so they cannot rot.
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]
 struct ReadmeDoctests;
-
-/// The flag system, re-exported for embedders that read flags.
-pub use rtvm_flags as flags;
-/// The OS layer, re-exported for tools and tests that look at the kernel's view.
-pub use rtvm_os_linux as os;

@@ -1,11 +1,13 @@
 //! Built-in mains, and the idle-thread gate they (and tests) use.
 
+use std::io::Write as _;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use rtvm_os_linux::procfs;
 
 use crate::launcher::MainResult;
+use crate::threads::VmThread;
 use crate::vm::Vm;
 
 /// A gate idle threads report to and park at until released. Two condition variables, so a
@@ -54,6 +56,54 @@ impl IdleGate {
         self.lock().1 = true;
         self.released.notify_all();
     }
+
+    /// Releases the gate when the returned guard goes, on every path out of the caller —
+    /// an early `?` return or a panic included — so no parked thread outlives it.
+    pub fn release_on_drop(self: &Arc<Self>) -> ReleaseOnDrop {
+        ReleaseOnDrop(Arc::clone(self))
+    }
+}
+
+/// See [`IdleGate::release_on_drop`].
+#[derive(Debug)]
+pub struct ReleaseOnDrop(Arc<IdleGate>);
+
+impl Drop for ReleaseOnDrop {
+    fn drop(&mut self) {
+        self.0.release();
+    }
+}
+
+/// Threads parked at a gate. Whatever ends their main — an error, a panic, a failed write —
+/// the gate opens and every thread is joined before this goes: nothing is left running.
+struct Parked {
+    gate: Arc<IdleGate>,
+    threads: Vec<VmThread>,
+}
+
+impl Parked {
+    /// Opens the gate and joins the threads; the first thread error, if any.
+    fn stop(mut self) -> MainResult {
+        self.gate.release();
+        let mut first = Ok(());
+        for t in self.threads.drain(..) {
+            if let Err(e) = t.join() {
+                if first.is_ok() {
+                    first = Err(e.into());
+                }
+            }
+        }
+        first
+    }
+}
+
+impl Drop for Parked {
+    fn drop(&mut self) {
+        self.gate.release();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
 }
 
 /// One line from the kernel's view: `VmRSS`, `Threads` and `AnonHugePages`.
@@ -70,45 +120,55 @@ pub fn memory_line(label: &str, threads: usize) -> Result<String, std::io::Error
 /// run, prints `IdleThreads: threads=<count> VmRSS=<kB> kB Threads=<n> AnonHugePages=<kB> kB`,
 /// holds for `hold-seconds` (default 0), stops and joins them. The seed experiment of
 /// JDK-8312182, made repeatable.
+///
+/// A count the machine cannot start ends with the error of the thread that could not start
+/// (every thread started so far stopped and joined first); an output that cannot be written
+/// (a full disk, a closed pipe) ends the main with an error. No path leaves a thread parked.
 pub fn idle_threads(vm: &Vm, args: &[String]) -> MainResult {
     let usage = "usage: IdleThreads <count> [<hold-seconds>]";
     let count: usize = args.first().and_then(|a| a.parse().ok()).ok_or(usage)?;
-    let hold: f64 = match args.get(1) {
+    let hold = match args.get(1) {
         Some(a) => a
-            .parse()
+            .parse::<f64>()
             .ok()
-            .filter(|h: &f64| h.is_finite() && *h >= 0.0)
+            .and_then(|h| Duration::try_from_secs_f64(h).ok())
             .ok_or(usage)?,
-        None => 0.0,
+        None => Duration::ZERO,
     };
     let gate = IdleGate::new();
-    let mut threads = Vec::with_capacity(count);
-    let mut failure = None;
+    let mut parked = Parked {
+        gate: Arc::clone(&gate),
+        threads: Vec::new(),
+    };
+    let mut failure: Option<Box<dyn std::error::Error + Send + Sync>> = None;
     for i in 0..count {
+        // The count comes from the command line: never reserve for it up front.
+        if parked.threads.try_reserve(1).is_err() {
+            failure = Some("out of memory for the thread list".into());
+            break;
+        }
         match vm.spawn(&format!("Idle#{i}"), gate.parked_body()) {
-            Ok(t) => threads.push(t),
+            Ok(t) => parked.threads.push(t),
             Err(e) => {
-                failure = Some(e);
+                failure = Some(e.into());
                 break;
             }
         }
     }
-    let started = threads.len();
-    if failure.is_none() {
-        gate.wait_started(started);
-        println!("{}", memory_line("IdleThreads", count)?);
-        if hold > 0.0 {
-            std::thread::sleep(Duration::from_secs_f64(hold));
-        }
+    let started = parked.threads.len();
+    if let Some(e) = failure {
+        // Stop and join first: what made the start fail (memory, mappings) is given back
+        // before the message is made.
+        parked.stop()?;
+        return Err(format!("{e} ({started} of {count} threads had started; all stopped)").into());
     }
-    gate.release();
-    for t in threads {
-        t.join()?;
+    gate.wait_started(started);
+    let line = memory_line("IdleThreads", count)?;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{line}").and_then(|()| out.flush())?;
+    drop(out);
+    if !hold.is_zero() {
+        std::thread::sleep(hold);
     }
-    match failure {
-        Some(e) => {
-            Err(format!("{e} ({started} of {count} threads had started; all stopped)").into())
-        }
-        None => Ok(()),
-    }
+    parked.stop()
 }

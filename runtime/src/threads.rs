@@ -5,17 +5,24 @@
 //!
 //! 1. **Allocated.** The parent sizes and maps the stack. With the mitigation on, the guard
 //!    zone is `PROT_NONE` and the whole stack `MADV_NOHUGEPAGE` at this point — before any
-//!    thread exists.
+//!    thread exists. The thread is registered: from now on the VM's destroy waits for it.
 //! 2. **Initialized.** The child reports in: its tid and the stack bounds glibc sees. A held
 //!    thread then waits for the parent's go (a test holds it here: the window in which
 //!    khugepaged could collapse an unmitigated stack, made deterministic), and the parent
 //!    waits for the report. A thread that is not held goes straight on: the parent does not
 //!    block on every thread start, so starting threads costs no context switch.
 //! 3. **Runnable.** The child sleeps 100 ms with `-XX:+DelayThreadStartALot`, places its
-//!    guard zone if the mitigation is off (as glibc and HotSpot did), pretouches its stack
-//!    with `-XX:+AlwaysPreTouchStacks`, and runs the body.
-//! 4. **Finished.** The body returned (or panicked); joining unmaps the stack.
+//!    guards if the mitigation is off (as glibc and HotSpot did), pretouches its stack with
+//!    `-XX:+AlwaysPreTouchStacks`, and runs the body.
+//! 4. **Finished.** The body returned, panicked, or (a C body) called `pthread_exit`: an
+//!    exit hook that runs however the thread ends marks it finished and tells the registry.
+//!    Joining unmaps the stack.
+//!
+//! The [`Registry`] also holds the VM's lifecycle phase, so that starting a thread and the
+//! VM's destroy agree on whether the thread counts: a thread registered before the VM entered
+//! [`VmState::ShuttingDown`] is waited for, later starts are refused.
 
+use std::cell::Cell;
 use std::fmt;
 use std::ops::Range;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -25,18 +32,27 @@ use std::time::Duration;
 
 use rtvm_flags::value::format_page_size;
 use rtvm_os_linux::pages::PageInfo;
-use rtvm_os_linux::stack::{self, errno_name, OsThread, StackMapping, StackSpec, ThreadContext};
-use rtvm_os_linux::{base_page_size, Errno, OsError, PretouchRequest, StackLayout};
+use rtvm_os_linux::stack::{self, minimum_usable_stack, StackMapping, StackSpec};
+use rtvm_os_linux::thread::{self as os_thread, errno_name, ForeignCall, OsThread, ThreadContext};
+use rtvm_os_linux::{base_page_size, Errno, GuardZones, OsError, PretouchRequest, StackLayout};
 
-/// What a thread is for; decides its default stack size.
+/// What a thread is for; decides its default stack size and whether destroy waits for it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum ThreadKind {
-    /// An application thread, sized by `ThreadStackSize` (`-Xss`).
+    /// An application thread, sized by `ThreadStackSize` (`-Xss`). Destroy waits for it.
     Java,
-    /// A VM-internal thread, sized by `VMThreadStackSize`.
+    /// A VM-internal thread, sized by `VMThreadStackSize`. Destroy waits for it.
     Vm,
-    /// A worker of the parallel gang, sized by `VMThreadStackSize`.
+    /// A worker of the parallel gang, sized by `VMThreadStackSize`; stopped by destroy.
     Worker,
+}
+
+impl ThreadKind {
+    /// Whether destroy waits for threads of this kind (they run application code).
+    pub fn is_application(self) -> bool {
+        !matches!(self, ThreadKind::Worker)
+    }
 }
 
 impl fmt::Display for ThreadKind {
@@ -49,14 +65,12 @@ impl fmt::Display for ThreadKind {
     }
 }
 
-/// How thread stacks are protected from transparent huge pages.
+/// How thread stacks are laid out and protected from transparent huge pages.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StackPolicy {
-    /// The mitigation is on (the default): guard zone before the thread exists, stack sizes
-    /// never a multiple of the THP size.
+    /// The mitigation is on (the default): guards before the thread exists, the stack
+    /// `MADV_NOHUGEPAGE`, stack sizes never a multiple of the THP size.
     pub mitigated: bool,
-    /// Also advise stacks `MADV_NOHUGEPAGE` (whenever THP could back them).
-    pub no_huge_pages: bool,
     /// The THP page size, if known.
     pub thp_page_size: Option<usize>,
     /// `-XX:+DelayThreadStartALot`.
@@ -69,37 +83,55 @@ pub struct StackPolicy {
     pub java_stack_size: usize,
     /// Default stack size of VM threads and workers, bytes.
     pub vm_stack_size: usize,
-    /// Guard zone size.
-    pub guard_size: usize,
+    /// The guard zone: `StackRedPages`, `StackYellowPages`, `StackReservedPages`.
+    pub zones: GuardZones,
+    /// The shadow zone (`StackShadowPages`): room above the guard zone that an interpreter
+    /// keeps free for native frames; part of the soft limit.
+    pub shadow_zone: usize,
     /// Alternate signal stack size.
     pub alt_stack_size: usize,
 }
 
-/// Smallest usable stack (above guard and signal stack) a thread may get: with the 4 KiB
-/// guard and 16 KiB signal stack it makes HotSpot's familiar 136K minimum.
-pub const MIN_USABLE_STACK: usize = 116 * 1024;
+/// The smallest Java thread stack HotSpot allows on x86-64 before its zones are added (40K).
+pub const JAVA_THREAD_MIN_STACK: usize = 40 * 1024;
+/// The smallest VM-internal thread stack HotSpot allows on x86-64 (64K).
+pub const VM_THREAD_MIN_STACK: usize = 64 * 1024;
 
 impl StackPolicy {
-    /// The smallest total stack size, in bytes, for this policy.
-    pub fn minimum_stack_size(&self) -> usize {
+    /// HotSpot's smallest Java thread stack: 40K plus the guard and shadow zones, page-aligned
+    /// (136K with the default zones).
+    pub fn minimum_java_stack_size(&self) -> usize {
         let page = base_page_size();
-        let usable = MIN_USABLE_STACK.max(stack::minimum_usable_stack());
-        (self.guard_size + self.alt_stack_size + usable).div_ceil(page) * page
+        (JAVA_THREAD_MIN_STACK + self.zones.total() + self.shadow_zone)
+            .div_ceil(page)
+            .saturating_mul(page)
+            .max(minimum_usable_stack())
     }
 
-    /// The stack size a thread of `kind` gets: page-aligned and, with the mitigation on,
-    /// never a multiple of the THP page size (one page is added, as HotSpot's JDK-8312182
-    /// fix does).
+    /// HotSpot's smallest VM-internal thread stack (64K), page-aligned.
+    pub fn minimum_vm_stack_size(&self) -> usize {
+        let page = base_page_size();
+        VM_THREAD_MIN_STACK
+            .div_ceil(page)
+            .saturating_mul(page)
+            .max(minimum_usable_stack())
+    }
+
+    /// The stack size a thread of `kind` gets — the stack proper, guard zone included:
+    /// page-aligned, at least what glibc needs above the guard zone, and, with the
+    /// mitigation on, such that the whole mapping is never a multiple of the THP page size
+    /// (one page is added, as HotSpot's JDK-8312182 fix does).
     pub fn stack_size(&self, kind: ThreadKind, requested: Option<usize>) -> usize {
         let page = base_page_size();
         let base = requested.unwrap_or(match kind {
             ThreadKind::Java => self.java_stack_size,
             ThreadKind::Vm | ThreadKind::Worker => self.vm_stack_size,
         });
-        let mut size = base.max(self.minimum_stack_size()).div_ceil(page) * page;
+        let floor = self.zones.total() + minimum_usable_stack();
+        let mut size = base.max(floor).div_ceil(page).saturating_mul(page);
         if self.mitigated {
             if let Some(thp) = self.thp_page_size.filter(|&t| t > page) {
-                if size.is_multiple_of(thp) {
+                if self.mapping_size(size).is_multiple_of(thp) {
                     size += page;
                 }
             }
@@ -107,9 +139,20 @@ impl StackPolicy {
         size
     }
 
-    /// Decides the policy from the THP configuration and logs the decision once (tag
-    /// `pagesize`).
-    pub fn decide(disable_mitigation: bool, pages: &PageInfo) -> (bool, bool, String) {
+    /// The whole mapping for a stack of `size`: the stack, the signal stack's guard page and
+    /// the signal stack.
+    pub fn mapping_size(&self, size: usize) -> usize {
+        if self.alt_stack_size == 0 {
+            size
+        } else {
+            size + base_page_size() + self.alt_stack_size
+        }
+    }
+
+    /// Decides the policy from the THP configuration, with the sentence `-Xlog:pagesize`
+    /// prints about it. The mitigation does not depend on the THP mode at start-up: an
+    /// operator can switch it to `always` (or enable an mTHP size) at any time.
+    pub fn decide(disable_mitigation: bool, pages: &PageInfo) -> (bool, String) {
         let thp = &pages.thp;
         let mthp_always: Vec<String> = thp
             .mthp_always()
@@ -121,49 +164,23 @@ impl StackPolicy {
         } else {
             mthp_always.join(", ")
         };
+        let state = format!(
+            "THP mode: {}; mTHP sizes effectively always: {mthp_text}",
+            thp.mode
+        );
         if disable_mitigation {
-            return (
-                false,
-                false,
-                format!(
-                    "THP mode: {}; mTHP sizes effectively always: {mthp_text}",
-                    thp.mode
-                ),
-            );
+            return (false, format!("{state}: stacks are mapped read-write and unadvised, their guards placed late by each thread (-XX:+DisableTHPStackMitigation)"));
         }
-        let could_back = matches!(
-            thp.mode,
-            rtvm_os_linux::ThpMode::Always
-                | rtvm_os_linux::ThpMode::Madvise
-                | rtvm_os_linux::ThpMode::Unknown
-        ) || thp
-            .mthp
-            .iter()
-            .any(|m| m.effective != rtvm_os_linux::ThpMode::Never);
-        let why = match thp.mode {
-            rtvm_os_linux::ThpMode::Always => "THP mode is always".to_string(),
-            rtvm_os_linux::ThpMode::Madvise => {
-                "THP mode is madvise (an operator can switch it to always at run time)".to_string()
-            }
-            rtvm_os_linux::ThpMode::Unknown => "THP mode could not be read".to_string(),
-            rtvm_os_linux::ThpMode::Never if could_back => {
-                "THP mode is never but some mTHP sizes are enabled".to_string()
-            }
-            rtvm_os_linux::ThpMode::Never => {
-                "THP mode is never and no mTHP size is enabled".to_string()
-            }
-        };
-        let reason = if could_back {
-            format!("{why}; mTHP sizes effectively always: {mthp_text}: stacks get MADV_NOHUGEPAGE and a guard zone before the thread starts")
-        } else {
-            format!("{why}: stacks get a guard zone before the thread starts; MADV_NOHUGEPAGE is not needed")
-        };
-        (true, could_back, reason)
+        (
+            true,
+            format!("{state}: stacks are MADV_NOHUGEPAGE with their guards in place before the thread starts, whatever the mode is now (it can change at run time)"),
+        )
     }
 }
 
 /// The state of a thread in its start handshake.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ThreadState {
     /// Stack mapped, OS thread being created.
     Allocated,
@@ -189,7 +206,10 @@ pub struct ThreadInfo {
     /// Whether the stack is `MADV_NOHUGEPAGE`.
     pub no_huge_pages: bool,
     /// The THP page size, for khugepaged emulation.
+    #[cfg_attr(not(feature = "testing"), allow(dead_code))]
     huge_page: usize,
+    /// The shadow zone size, for the soft limit.
+    shadow_zone: usize,
     sync: Mutex<Handshake>,
     cv: Condvar,
     os: Mutex<Option<OsThread>>,
@@ -201,7 +221,41 @@ struct Handshake {
     tid: i32,
     glibc_stack: Option<Range<usize>>,
     go: bool,
-    outcome: Option<Result<(), String>>,
+    outcome: Option<Outcome>,
+}
+
+/// How a thread's body ended.
+#[derive(Clone, Debug)]
+enum Outcome {
+    /// Returned (or, a C body, returned or called `pthread_exit`).
+    Done,
+    /// Panicked with this message.
+    Panicked(String),
+    /// Never ran: placing the guard zone failed.
+    NoGuard(String),
+}
+
+/// A thread's stack as an interpreter or a GC needs it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StackBounds {
+    /// The highest address of the stack (exclusive): where the stack starts, it grows down.
+    pub base: usize,
+    /// The lowest usable address: below it lies the guard zone.
+    pub limit: usize,
+    /// The guard zone `[start, end)` (empty if the stack has none rtvm knows of).
+    pub guard: (usize, usize),
+    /// The address to compare the stack pointer with before growing the stack: below it an
+    /// interpreter should throw its own stack-overflow error. The guard zone plus the shadow
+    /// zone (`StackShadowPages`) above the lowest usable address, so native code called from
+    /// that point still has room.
+    pub soft_limit: usize,
+}
+
+impl StackBounds {
+    /// `base - limit`.
+    pub fn size(&self) -> usize {
+        self.base - self.limit
+    }
 }
 
 impl ThreadInfo {
@@ -224,29 +278,44 @@ impl ThreadInfo {
         self.lock().glibc_stack.clone()
     }
 
+    /// The thread's stack bounds and soft limit.
+    pub fn stack_bounds(&self) -> StackBounds {
+        let usable = &self.layout.usable;
+        let guard = &self.layout.guard;
+        StackBounds {
+            base: usable.end,
+            limit: usable.start,
+            guard: (guard.start, guard.end),
+            soft_limit: (usable.start + self.shadow_zone).min(usable.end),
+        }
+    }
+
     /// Whether the guard zone is protected.
     pub fn guard_installed(&self) -> bool {
         self.os
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .as_ref()
-            .is_some_and(|t| t.stack().guard_installed())
+            .and_then(OsThread::stack)
+            .is_some_and(StackMapping::guard_installed)
     }
 
     /// Resident bytes of the stack mapping, by `mincore` (0 once joined).
     pub fn stack_resident_bytes(&self) -> usize {
         let os = self.os.lock().unwrap_or_else(|p| p.into_inner());
         os.as_ref()
-            .and_then(|t| t.stack().resident_bytes().ok())
+            .and_then(OsThread::stack)
+            .and_then(|s| s.resident_bytes().ok())
             .unwrap_or(0)
     }
 
     /// `MADV_COLLAPSE` over the huge-page regions around the stack: what khugepaged would
-    /// do to them, now (see [`StackMapping::collapse`]).
+    /// do to them, now. A test tool: it reaches into the neighbouring mappings.
+    #[cfg(feature = "testing")]
     pub fn collapse_stack(&self) -> Result<(), OsError> {
         let os = self.os.lock().unwrap_or_else(|p| p.into_inner());
-        match os.as_ref() {
-            Some(t) => t.stack().collapse(self.huge_page),
+        match os.as_ref().and_then(OsThread::stack) {
+            Some(s) => s.collapse(self.huge_page),
             None => Err(OsError {
                 op: rtvm_os_linux::Operation::Advise("MADV_COLLAPSE"),
                 addr: self.layout.mapping.start,
@@ -255,20 +324,53 @@ impl ThreadInfo {
             }),
         }
     }
+
+    /// Marks the thread finished (from its exit hook) and wakes whoever waits.
+    fn mark_finished(&self) {
+        let mut hs = self.lock();
+        if hs.outcome.is_none() {
+            hs.outcome = Some(Outcome::Done);
+        }
+        hs.state = ThreadState::Finished;
+        self.cv.notify_all();
+    }
+
+    fn wait_finished(&self) -> Option<Outcome> {
+        let mut hs = self.lock();
+        while hs.state != ThreadState::Finished {
+            hs = self.cv.wait(hs).unwrap_or_else(|p| p.into_inner());
+        }
+        hs.outcome.take()
+    }
 }
 
 /// Why a thread could not be started or ended badly.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ThreadError {
     /// The stack could not be mapped or the OS thread not created. The message has
     /// HotSpot's shape: `Failed to start thread "x" - pthread_create failed (EAGAIN) for
-    /// attributes: stacksize: 2048k, guardsize: 4k, joinable.`
+    /// attributes: stacksize: 2048k, guardsize: 16k, joinable.`
     #[error("{message}")]
     Start {
         /// The message.
         message: String,
         /// The errno.
         errno: Errno,
+    },
+    /// The VM is shutting down: no thread starts any more.
+    #[error("Failed to start thread \"{name}\" - the VM is shutting down")]
+    ShuttingDown {
+        /// The thread's name.
+        name: String,
+    },
+    /// An unmitigated thread could not place its guard zone; its body did not run.
+    #[error("thread \"{name}\": {message}")]
+    Guard {
+        /// The thread's name.
+        name: String,
+        /// What failed.
+        message: String,
     },
     /// The body panicked.
     #[error("thread \"{name}\" panicked: {message}")]
@@ -280,32 +382,163 @@ pub enum ThreadError {
     },
 }
 
-/// The live threads of a VM.
-#[derive(Debug, Default)]
-pub struct Registry {
-    threads: Mutex<Vec<Arc<ThreadInfo>>>,
+/// The VM's lifecycle phase.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum VmState {
+    /// Running: threads may start.
+    Running,
+    /// Destroy was called and waits for the application threads to finish; they may still
+    /// start more threads, which it then waits for too.
+    DestroyRequested,
+    /// No application thread is left: no thread starts any more; the VM is being torn down.
+    ShuttingDown,
+    /// Torn down.
+    Destroyed,
+}
+
+#[derive(Debug)]
+struct RegistryState {
+    threads: Vec<Arc<ThreadInfo>>,
+    /// Application threads registered and not yet finished.
+    live_application: usize,
+    state: VmState,
+}
+
+/// The live threads of a VM and its lifecycle phase.
+#[derive(Debug)]
+pub(crate) struct Registry {
+    vm_id: u64,
+    inner: Mutex<RegistryState>,
+    cv: Condvar,
     next_id: AtomicU64,
 }
 
 impl Registry {
+    pub(crate) fn new(vm_id: u64) -> Registry {
+        Registry {
+            vm_id,
+            inner: Mutex::new(RegistryState {
+                threads: Vec::new(),
+                live_application: 0,
+                state: VmState::Running,
+            }),
+            cv: Condvar::new(),
+            next_id: AtomicU64::new(0),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, RegistryState> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Every live (not yet joined) thread.
-    pub fn list(&self) -> Vec<Arc<ThreadInfo>> {
-        self.threads
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+    pub(crate) fn list(&self) -> Vec<Arc<ThreadInfo>> {
+        self.lock().threads.clone()
     }
 
     /// How many threads are registered.
-    pub fn count(&self) -> usize {
-        self.threads.lock().unwrap_or_else(|p| p.into_inner()).len()
+    pub(crate) fn count(&self) -> usize {
+        self.lock().threads.len()
+    }
+
+    /// The lifecycle phase.
+    pub(crate) fn state(&self) -> VmState {
+        self.lock().state
+    }
+
+    fn register(&self, info: &Arc<ThreadInfo>) -> Result<(), ThreadError> {
+        let mut s = self.lock();
+        if s.state >= VmState::ShuttingDown {
+            return Err(ThreadError::ShuttingDown {
+                name: info.name.clone(),
+            });
+        }
+        s.threads.push(Arc::clone(info));
+        if info.kind.is_application() {
+            s.live_application += 1;
+        }
+        Ok(())
+    }
+
+    /// Takes back a registration whose thread never started.
+    fn unregister(&self, info: &ThreadInfo) {
+        let mut s = self.lock();
+        s.threads.retain(|t| t.id != info.id);
+        if info.kind.is_application() {
+            s.live_application -= 1;
+        }
+        self.cv.notify_all();
+    }
+
+    fn thread_finished(&self, kind: ThreadKind) {
+        if kind.is_application() {
+            let mut s = self.lock();
+            s.live_application -= 1;
+            self.cv.notify_all();
+        }
     }
 
     fn remove(&self, id: u64) {
-        self.threads
+        self.lock().threads.retain(|t| t.id != id);
+    }
+
+    /// Enters [`VmState::DestroyRequested`]. Returns the phase found: only the caller that
+    /// found [`VmState::Running`] goes on to tear the VM down; the others wait for
+    /// [`VmState::Destroyed`] ([`wait_destroyed`](Registry::wait_destroyed)).
+    pub(crate) fn request_destroy(&self) -> VmState {
+        let mut s = self.lock();
+        let found = s.state;
+        if found == VmState::Running {
+            s.state = VmState::DestroyRequested;
+        }
+        found
+    }
+
+    /// Waits until no application thread is left — threads started meanwhile included — and
+    /// enters [`VmState::ShuttingDown`] atomically with that observation.
+    pub(crate) fn wait_for_application_threads(&self) {
+        let mut s = self.lock();
+        while s.live_application > 0 {
+            s = self.cv.wait(s).unwrap_or_else(|p| p.into_inner());
+        }
+        s.state = VmState::ShuttingDown;
+    }
+
+    pub(crate) fn set_destroyed(&self) {
+        self.lock().state = VmState::Destroyed;
+        self.cv.notify_all();
+    }
+
+    pub(crate) fn wait_destroyed(&self) {
+        let mut s = self.lock();
+        while s.state != VmState::Destroyed {
+            s = self.cv.wait(s).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+}
+
+thread_local! {
+    /// The VM thread the calling thread is: `(VM id, thread id)`, `(0, 0)` for none. Plain
+    /// data without a destructor: setting it allocates nothing, on a thread that may start
+    /// when memory is exhausted.
+    static CURRENT: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
+}
+
+impl Registry {
+    /// The name of the calling thread if it is one of this VM's own threads.
+    pub(crate) fn current_thread_name(&self) -> Option<String> {
+        let (vm, id) = CURRENT.with(Cell::get);
+        if vm != self.vm_id {
+            return None;
+        }
+        let name = self
             .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .retain(|t| t.id != id);
+            .threads
+            .iter()
+            .find(|t| t.id == id)
+            .map_or_else(|| format!("#{id}"), |t| t.name.clone());
+        Some(name)
     }
 }
 
@@ -316,11 +549,16 @@ pub struct VmThread {
     registry: Arc<Registry>,
 }
 
-/// A thread body.
-pub type Body = Box<dyn FnOnce() + Send + 'static>;
+/// What a thread runs.
+pub(crate) enum Body {
+    /// A Rust closure; a panic is caught and reported by `join`.
+    Rust(Box<dyn FnOnce() + Send + 'static>),
+    /// A C function, called last, from a plain frame: it may `pthread_exit`.
+    Foreign(ForeignCall),
+}
 
-/// Starts a thread: maps its stack, creates it, waits for it to report in and — unless
-/// `hold` — lets it run `body`.
+/// Starts a thread: maps its stack, registers it, creates it, and — if `hold` — waits for
+/// it to report in; otherwise it runs `body` at once.
 pub(crate) fn spawn(
     registry: &Arc<Registry>,
     policy: &StackPolicy,
@@ -334,7 +572,7 @@ pub(crate) fn spawn(
     let attrs = format!(
         "stacksize: {}k, guardsize: {}k, joinable",
         size / 1024,
-        policy.guard_size / 1024
+        policy.zones.total() / 1024
     );
     let fail = |what: &str, errno: Errno| {
         let message = format!(
@@ -346,9 +584,9 @@ pub(crate) fn spawn(
     };
     let spec = StackSpec {
         size,
-        guard_size: policy.guard_size,
+        zones: policy.zones,
         alt_stack_size: policy.alt_stack_size,
-        no_huge_pages: policy.mitigated && policy.no_huge_pages,
+        no_huge_pages: policy.mitigated,
         guard_early: policy.mitigated,
         name: name.to_owned(),
     };
@@ -360,6 +598,7 @@ pub(crate) fn spawn(
         layout: mapping.layout().clone(),
         no_huge_pages: spec.no_huge_pages,
         huge_page: policy.thp_page_size.unwrap_or(2 << 20),
+        shadow_zone: policy.zones.total() + policy.shadow_zone,
         sync: Mutex::new(Handshake {
             state: ThreadState::Allocated,
             tid: 0,
@@ -370,17 +609,33 @@ pub(crate) fn spawn(
         cv: Condvar::new(),
         os: Mutex::new(None),
     });
+    registry.register(&info)?;
     let child = Arc::clone(&info);
+    let vm_id = registry.vm_id;
     let policy_c = policy.clone();
-    let entry = Box::new(move |ctx: &mut ThreadContext| run_child(&child, &policy_c, ctx, body));
-    let os = stack::spawn(mapping, entry).map_err(|e| fail("pthread_create", e.errno))?;
+    let entry: os_thread::Entry =
+        Box::new(move |ctx: &mut ThreadContext| run_child(child, vm_id, &policy_c, ctx, body));
+    // However the thread ends — a return, a panic anywhere, pthread_exit — the VM learns of
+    // it, and nobody waits for it forever. Allocated here, in the parent.
+    let (exiting, exit_registry) = (Arc::clone(&info), Arc::clone(registry));
+    let on_exit: os_thread::ExitHook = Box::new(move || {
+        exiting.mark_finished();
+        exit_registry.thread_finished(exiting.kind);
+    });
+    // Held while the OS thread is created, so a joiner that finds the thread finished waits
+    // for its OsThread to be stored here.
+    let mut os_slot = info.os.lock().unwrap_or_else(|p| p.into_inner());
+    let os = match os_thread::spawn(mapping, entry, Some(on_exit)) {
+        Ok(os) => os,
+        Err(e) => {
+            drop(os_slot);
+            registry.unregister(&info);
+            return Err(fail("pthread_create", e.errno));
+        }
+    };
     let pthread = os.pthread_id();
-    *info.os.lock().unwrap_or_else(|p| p.into_inner()) = Some(os);
-    registry
-        .threads
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .push(Arc::clone(&info));
+    *os_slot = Some(os);
+    drop(os_slot);
     let l = &info.layout;
     log::info!(
         target: "os+thread",
@@ -389,7 +644,7 @@ pub(crate) fn spawn(
         l.usable.end,
         l.guard.start,
         l.guard.end,
-        if spec.no_huge_pages { "yes" } else if policy.mitigated { "not needed" } else { "no" }
+        if spec.no_huge_pages { "yes" } else { "no" }
     );
     if hold {
         // A held thread is in its start window once it has reported in.
@@ -412,12 +667,19 @@ fn mapping_op(e: &OsError) -> &'static str {
     }
 }
 
-fn run_child(info: &ThreadInfo, policy: &StackPolicy, ctx: &mut ThreadContext, body: Body) {
+fn run_child(
+    info: Arc<ThreadInfo>,
+    vm_id: u64,
+    policy: &StackPolicy,
+    ctx: &mut ThreadContext,
+    body: Body,
+) -> Option<ForeignCall> {
+    CURRENT.with(|c| c.set((vm_id, info.id)));
     let tid = rtvm_os_linux::system::current_tid();
     let held = {
         let mut hs = info.lock();
         hs.tid = tid;
-        hs.glibc_stack = stack::current_thread_stack();
+        hs.glibc_stack = stack::current_thread_stack().map(|(r, _)| r);
         hs.state = ThreadState::Initialized;
         let held = !hs.go;
         if held {
@@ -438,13 +700,15 @@ fn run_child(info: &ThreadInfo, policy: &StackPolicy, ctx: &mut ThreadContext, b
     if policy.delay_start {
         std::thread::sleep(Duration::from_millis(100));
     }
-    let mut outcome: Result<(), String> = Ok(());
     if !ctx.guard_installed() {
         if let Err(e) = ctx.install_guard() {
-            outcome = Err(format!("placing the stack guard zone failed: {e}"));
+            let message = format!("placing the stack guard zone failed: {e}");
+            log::warn!(target: "os+thread", "Thread \"{}\": {message}", info.name);
+            info.lock().outcome = Some(Outcome::NoGuard(message));
+            return None;
         }
     }
-    if outcome.is_ok() && policy.pretouch_stacks {
+    if policy.pretouch_stacks {
         match ctx.pretouch_stack(&policy.pretouch_request) {
             Ok(p) => log::trace!(
                 target: "os+thread",
@@ -457,17 +721,22 @@ fn run_child(info: &ThreadInfo, policy: &StackPolicy, ctx: &mut ThreadContext, b
             }
         }
     }
-    if outcome.is_ok() {
-        outcome = catch_unwind(AssertUnwindSafe(body)).map_err(|p| panic_message(&p));
+    match body {
+        Body::Rust(f) => {
+            let outcome = match catch_unwind(AssertUnwindSafe(f)) {
+                Ok(()) => Outcome::Done,
+                Err(p) => Outcome::Panicked(panic_message(&*p)),
+            };
+            log::info!(target: "os+thread", "Thread \"{}\" finished (tid: {tid}).", info.name);
+            info.lock().outcome = Some(outcome);
+            None
+        }
+        Body::Foreign(call) => Some(call),
     }
-    log::info!(target: "os+thread", "Thread \"{}\" finished (tid: {tid}).", info.name);
-    let mut hs = info.lock();
-    hs.outcome = Some(outcome);
-    hs.state = ThreadState::Finished;
-    info.cv.notify_all();
 }
 
-fn panic_message(p: &Box<dyn std::any::Any + Send>) -> String {
+/// The text of a panic payload.
+pub(crate) fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
     if let Some(s) = p.downcast_ref::<&str>() {
         (*s).to_owned()
     } else if let Some(s) = p.downcast_ref::<String>() {
@@ -483,6 +752,11 @@ impl VmThread {
         &self.info
     }
 
+    /// The thread's stack bounds and soft limit.
+    pub fn stack_bounds(&self) -> StackBounds {
+        self.info.stack_bounds()
+    }
+
     /// Lets a held thread run its body (no-op if it already runs).
     pub fn start(&self) {
         let mut hs = self.info.lock();
@@ -495,39 +769,35 @@ impl VmThread {
     /// Waits for the body to finish, unmaps the stack and removes the thread from the
     /// registry. A held thread is started first.
     pub fn join(self) -> Result<(), ThreadError> {
-        self.start();
-        let outcome = {
-            let mut hs = self.info.lock();
-            while hs.state != ThreadState::Finished {
-                hs = self.info.cv.wait(hs).unwrap_or_else(|p| p.into_inner());
-            }
-            hs.outcome.take().unwrap_or(Ok(()))
-        };
-        let os = self
-            .info
-            .os
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
-        if let Some(os) = os {
-            os.join();
-        }
-        self.registry.remove(self.info.id);
-        outcome.map_err(|message| ThreadError::Panicked {
-            name: self.info.name.clone(),
-            message,
-        })
+        join_info(&self.registry, &self.info)
     }
 }
 
-/// Joins a registered thread (starting it first if held). Used at shutdown.
-pub(crate) fn join_info(
-    registry: &Arc<Registry>,
-    info: Arc<ThreadInfo>,
-) -> Result<(), ThreadError> {
-    VmThread {
-        info,
-        registry: Arc::clone(registry),
+/// Joins a registered thread (starting it first if held): waits for it to finish, joins the
+/// OS thread, unmaps its stack, forgets it.
+pub(crate) fn join_info(registry: &Registry, info: &ThreadInfo) -> Result<(), ThreadError> {
+    {
+        let mut hs = info.lock();
+        if !hs.go {
+            hs.go = true;
+            info.cv.notify_all();
+        }
     }
-    .join()
+    let outcome = info.wait_finished();
+    let os = info.os.lock().unwrap_or_else(|p| p.into_inner()).take();
+    if let Some(os) = os {
+        os.join();
+    }
+    registry.remove(info.id);
+    match outcome {
+        None | Some(Outcome::Done) => Ok(()),
+        Some(Outcome::Panicked(message)) => Err(ThreadError::Panicked {
+            name: info.name.clone(),
+            message,
+        }),
+        Some(Outcome::NoGuard(message)) => Err(ThreadError::Guard {
+            name: info.name.clone(),
+            message,
+        }),
+    }
 }

@@ -1,157 +1,51 @@
-//! `Vm::create`: parse flags → logging → OS init → ergonomics → heap → worker gang → ready.
-//! A `Vm` owns everything it made and releases it on drop: threads joined, stacks and heap
-//! unmapped.
+//! The life of a VM, owned by one type: created → running → shutting down → destroyed.
+//!
+//! [`Vm::create`] runs the start-up sequence — flags (with `-Xlog` applied as it is met),
+//! logging, page sizes, ergonomics, signal handlers, workers, heap, pretouch — and hands out
+//! a [`Vm`] only when all of it worked; a failure on the way drops what exists (threads
+//! stopped, memory unmapped, handlers and logger given back) and prints nothing more.
+//!
+//! [`Vm::shutdown`] is the one teardown, run at most once (`Drop` runs it if nobody did):
+//!
+//! 1. **Destroy requested.** Wait for a background pretouch and for every application thread
+//!    to finish — threads they start meanwhile included, as `DestroyJavaVM` waits for
+//!    non-daemon threads. Threads may still start.
+//! 2. **Shutting down.** No application thread is left, and none can start any more. Join
+//!    them (stacks unmapped), print the NMT report (`-XX:+PrintNMTStatistics`) once, stop the
+//!    workers.
+//! 3. **Destroyed.** Restore the signal handlers and the logger, free the one-VM-per-process
+//!    slot. The heap is unmapped when the `Vm` value goes (memory handed out borrows it).
+//!
+//! Shutdown called from one of the VM's own threads would wait for itself: it is refused and
+//! the VM runs on. A `Vm` dropped on one of its own threads hands the teardown to a reaper
+//! thread that waits for the dropping thread to finish.
 
+use std::cell::RefCell;
 use std::fmt;
-use std::io::Write as _;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use rtvm_flags::value::{format_exact_size, format_page_size, K, M};
 use rtvm_flags::{
-    flag, ArgError, ArgErrorKind, EnvOptions, Flags, ParseOptions, Phase, PrintWhich, Settings,
-    Stream,
+    flag, ArgError, EnvOptions, Flags, ParseOptions, Phase, PrintWhich, StopReason, XlogAction,
 };
 use rtvm_os_linux::pages::PageInfo;
-use rtvm_os_linux::stack::{kernel_marks_map_stack_nohugepage, recommended_alt_stack_size};
-use rtvm_os_linux::{base_page_size, system, PretouchRequest, ThpMode};
+use rtvm_os_linux::signals::{self, SignalHandlers};
 
-use crate::heap::{Heap, HeapBlock, HeapConfig, HeapError, HeapStats, PretouchReport};
-use crate::logging::{self, LogHandle, XlogRequest};
+use crate::args::{self, InitArgs, ENV_OPTIONS};
+use crate::ergonomics::{self, heap_create_error, thread_create_error};
+use crate::error::{CreateError, ErrorCode, ShutdownError};
+use crate::heap::{Heap, HeapBlock, HeapError, HeapStats, PretouchReport};
 use crate::nmt::NmtSummary;
-use crate::threads::{self, Registry, StackPolicy, ThreadError, ThreadInfo, ThreadKind, VmThread};
+use crate::output::{Output, OutputWriter, Stream};
+use crate::threads::{
+    self, Body, Registry, StackPolicy, ThreadError, ThreadInfo, ThreadKind, VmState, VmThread,
+};
 use crate::workers::WorkerGang;
-
-/// The environment variable whose options are applied before the command line.
-pub const ENV_OPTIONS: &str = "RTVM_OPTIONS";
-
-/// Arguments for [`Vm::create`], in the spirit of `JavaVMInitArgs`.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct InitArgs {
-    /// VM options, as on a command line (`-Xmx1g`, `-XX:+AlwaysPreTouch`, ...).
-    pub options: Vec<String>,
-    /// Skip options that are not recognized instead of failing (JNI's `ignoreUnrecognized`,
-    /// as HotSpot implements it: unknown `-XX:` and `-X` options are skipped; locked flags
-    /// and bad values still fail).
-    pub ignore_unrecognized: bool,
-}
-
-impl InitArgs {
-    /// Arguments from a list of options.
-    pub fn new<I, S>(options: I) -> InitArgs
-    where
-        I: IntoIterator<Item = S>,
-        S: Into<String>,
-    {
-        InitArgs {
-            options: options.into_iter().map(Into::into).collect(),
-            ignore_unrecognized: false,
-        }
-    }
-
-    /// Sets `ignore_unrecognized`.
-    pub fn ignore_unrecognized(mut self, yes: bool) -> InitArgs {
-        self.ignore_unrecognized = yes;
-        self
-    }
-}
-
-/// JNI-style result codes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ErrorCode {
-    /// `JNI_ERR` (-1): unknown error, unrecognized option.
-    Err,
-    /// `JNI_ENOMEM` (-4): not enough memory.
-    NoMem,
-    /// `JNI_EEXIST` (-5): a VM already exists in this process.
-    Exists,
-    /// `JNI_EINVAL` (-6): invalid arguments.
-    Inval,
-}
-
-impl ErrorCode {
-    /// The numeric code.
-    pub const fn code(self) -> i32 {
-        match self {
-            ErrorCode::Err => -1,
-            ErrorCode::NoMem => -4,
-            ErrorCode::Exists => -5,
-            ErrorCode::Inval => -6,
-        }
-    }
-}
-
-/// How a failed creation is reported by a launcher.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ErrorKind {
-    /// A bad option: the message goes to stderr, then
-    /// `Error: Could not create the virtual machine.`; exit status 1.
-    Arguments,
-    /// The VM could not initialize: `Error occurred during initialization of VM` and the
-    /// message on stdout; exit status 1.
-    Initialization,
-    /// The options asked to print something and exit (`-XX:+PrintFlagsInitial`,
-    /// `-Xlog:help`); the output has been printed; exit status 0.
-    ExitRequested,
-}
-
-/// Why [`Vm::create`] failed. Nothing the creation made is left behind.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CreateError {
-    /// The JNI-style code.
-    pub code: ErrorCode,
-    /// How to report it.
-    pub kind: ErrorKind,
-    /// The message, exactly as to print (with the trailing newline HotSpot has, or without).
-    pub message: String,
-}
-
-impl CreateError {
-    fn args(code: ErrorCode, message: impl Into<String>) -> CreateError {
-        CreateError {
-            code,
-            kind: ErrorKind::Arguments,
-            message: message.into(),
-        }
-    }
-
-    fn init(code: ErrorCode, message: impl Into<String>) -> CreateError {
-        CreateError {
-            code,
-            kind: ErrorKind::Initialization,
-            message: message.into(),
-        }
-    }
-
-    fn exit() -> CreateError {
-        CreateError {
-            code: ErrorCode::Err,
-            kind: ErrorKind::ExitRequested,
-            message: String::new(),
-        }
-    }
-}
-
-impl fmt::Display for CreateError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.message.trim_end())
-    }
-}
-
-impl std::error::Error for CreateError {}
-
-impl From<ArgError> for CreateError {
-    fn from(e: ArgError) -> CreateError {
-        let code = match e.kind {
-            ArgErrorKind::InvalidOption => ErrorCode::Inval,
-            ArgErrorKind::UnrecognizedOption | ArgErrorKind::OptionsFile => ErrorCode::Err,
-        };
-        CreateError::args(code, e.message)
-    }
-}
+use crate::xlog::{self, LogConfig, LogHandle, XlogStep};
 
 static VM_EXISTS: AtomicBool = AtomicBool::new(false);
+static NEXT_VM_ID: AtomicU64 = AtomicU64::new(1);
 
 /// Holds the one-VM-per-process slot.
 #[derive(Debug)]
@@ -177,10 +71,31 @@ impl Drop for Singleton {
     }
 }
 
-/// A running VM.
-pub struct Vm {
-    // Drop order matters: threads are joined in `Drop::drop`; then the gang (its workers
-    // may be pretouching the heap), then the heap, then logging, then the singleton.
+/// What the VM changed about the process, given back in this order when dropped: signal
+/// handlers, then the logger, then the slot.
+#[derive(Debug)]
+struct ProcessState {
+    _signals: Option<SignalHandlers>,
+    log: LogHandle,
+    _singleton: Singleton,
+}
+
+/// The version text `-version` prints (to stderr).
+pub fn version_text() -> String {
+    let v = env!("CARGO_PKG_VERSION");
+    let profile = if cfg!(debug_assertions) {
+        "debug"
+    } else {
+        "release"
+    };
+    format!(
+        "rtvm version \"{v}\"\nrtvm Runtime Environment (build {v}, {profile})\nrtvm 64-Bit VM (build {v}, {profile}, {}-linux)\n",
+        std::env::consts::ARCH
+    )
+}
+
+/// Everything a VM owns. Field order is drop order: the workers stop before the heap goes.
+struct VmInner {
     gang: WorkerGang,
     heap: Arc<Heap>,
     registry: Arc<Registry>,
@@ -188,175 +103,245 @@ pub struct Vm {
     policy: StackPolicy,
     pages: PageInfo,
     start: Instant,
-    _log: LogHandle,
-    _singleton: Singleton,
+    output: Output,
+    process: Mutex<Option<ProcessState>>,
+}
+
+/// A running VM. `Send + Sync`: share it (in an `Arc`) with the threads that use it; every
+/// method may be called from any thread, including VM threads — except that
+/// [`shutdown`](Vm::shutdown) refuses to run on one of the VM's own threads.
+pub struct Vm {
+    inner: Arc<VmInner>,
 }
 
 impl fmt::Debug for Vm {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Vm")
-            .field("heap", &self.heap.stats())
-            .field("threads", &self.registry.count())
+            .field("state", &self.state())
+            .field("heap", &self.inner.heap.stats())
+            .field("threads", &self.inner.registry.count())
             .finish()
     }
 }
 
-fn print(stream: Stream, text: &str) {
-    match stream {
-        Stream::Stdout => {
-            let _ = std::io::stdout().lock().write_all(text.as_bytes());
+/// Parses the options with `-Xlog` applied in order, and stops where `java` stops.
+fn parse_options(
+    args: &InitArgs,
+    output: &Output,
+    start: Instant,
+) -> Result<(rtvm_flags::Parsed, LogConfig), CreateError> {
+    let env_value = args::env_options();
+    let xlog = RefCell::new(LogConfig::new());
+    let hook = |option: &str| -> Result<XlogAction, ArgError> {
+        match xlog.borrow_mut().apply(option) {
+            Ok(XlogStep::Continue) => Ok(XlogAction::Continue),
+            Ok(XlogStep::Help) => {
+                output.write(Stream::Stdout, &xlog::help_text());
+                Ok(XlogAction::Stop)
+            }
+            Err(e) => {
+                xlog::print_error(&e, output, start);
+                Err(ArgError {
+                    message: e.message(),
+                    kind: rtvm_flags::ArgErrorKind::InvalidOption,
+                })
+            }
         }
-        Stream::Stderr => {
-            let _ = std::io::stderr().lock().write_all(text.as_bytes());
-        }
-    }
+    };
+    let options = ParseOptions {
+        ignore_unrecognized: args.ignore_unrecognized,
+        env: env_value.as_deref().map(|value| EnvOptions {
+            name: ENV_OPTIONS,
+            value,
+        }),
+        xlog: Some(&hook),
+    };
+    let parsed = rtvm_flags::parse(&args.options, &options, &mut |s, t| output.write(s, t))?;
+    Ok((parsed, xlog.into_inner()))
 }
 
 impl Vm {
     /// Creates the VM: the `JNI_CreateJavaVM` of rtvm. Never exits the process; every
-    /// failure comes back as a [`CreateError`] and leaves nothing behind.
+    /// failure comes back as a [`CreateError`] and leaves nothing behind. Options that ask to
+    /// print and stop (`-version`, `-Xlog:help`, `-XX:+PrintFlagsInitial`) print to the
+    /// output and come back as [`ErrorCode::Exited`].
     pub fn create(args: InitArgs) -> Result<Vm, CreateError> {
         let start = Instant::now();
         let singleton = Singleton::acquire()?;
-        let env_value = std::env::var(ENV_OPTIONS).ok();
-        let options = ParseOptions {
-            ignore_unrecognized: args.ignore_unrecognized,
-            env: env_value.as_deref().map(|value| EnvOptions {
-                name: ENV_OPTIONS,
-                value,
-            }),
-        };
-        let parsed = rtvm_flags::parse(&args.options, &options, &mut print)?;
-        let mut settings = parsed.settings;
-
-        let spec = match logging::parse_xlog(&parsed.xlog) {
-            Ok(XlogRequest::Help) => {
-                print(Stream::Stdout, &logging::help_text());
+        let output = args.output.clone();
+        let (parsed, log_config) = parse_options(&args, &output, start)?;
+        match parsed.stop {
+            Some(StopReason::PrintFlagsInitial) => {
+                let mut w = OutputWriter {
+                    output: &output,
+                    stream: Stream::Stdout,
+                };
+                let _ = rtvm_flags::print_flags(&mut w, &parsed.settings, PrintWhich::Initial);
                 return Err(CreateError::exit());
             }
-            Ok(XlogRequest::Configure(spec)) => spec,
-            Err(e) => {
-                logging::print_logging_error(&e.detail, start);
-                return Err(CreateError::args(ErrorCode::Inval, e.message()));
-            }
-        };
-        if settings.get(flag::PrintFlagsInitial) {
-            let _ = rtvm_flags::print_flags(
-                &mut std::io::stdout().lock(),
-                &settings,
-                PrintWhich::Initial,
-            );
-            return Err(CreateError::exit());
+            Some(StopReason::XlogHelp) => return Err(CreateError::exit()),
+            Some(StopReason::Version) | None => {}
         }
-        let log =
-            logging::install(&spec, start).map_err(|m| CreateError::args(ErrorCode::Inval, m))?;
+        let log = xlog::install(log_config, &output, start);
 
-        // OS init.
         let pages = PageInfo::detect();
         for p in &pages.problems {
             log::warn!(target: "pagesize", "{p}; treated as unknown");
         }
-        rtvm_os_linux::stack::install_overflow_handler();
-
-        let ergo = ergonomics(&mut settings, &pages)?;
+        let mut settings = parsed.settings;
+        let ergo = ergonomics::ergonomics(&mut settings, &pages)?;
         settings
             .check_constraints(Phase::AfterErgo)
             .map_err(|m| CreateError::args(ErrorCode::Inval, m))?;
         let flags = settings.freeze();
+        let signals = if flags.get(flag::ReduceSignalUsage) {
+            log::info!(target: "os", "ReduceSignalUsage: no signal handler installed; a stack overflow is whatever the host's SIGSEGV handler makes of it");
+            None
+        } else {
+            match signals::install(flags.get(flag::CreateCoredumpOnCrash)) {
+                Ok(h) => Some(h),
+                Err(e) => {
+                    log::warn!(target: "os", "Installing the SIGSEGV/SIGBUS handlers failed ({}); stack overflows will not be reported", rtvm_os_linux::strerror(e));
+                    None
+                }
+            }
+        };
+        let process = ProcessState {
+            _signals: signals,
+            log,
+            _singleton: singleton,
+        };
         if flags.get(flag::PrintCommandLineFlags) {
-            let _ = rtvm_flags::print_command_line_flags(&mut std::io::stdout().lock(), &flags);
+            let mut w = OutputWriter {
+                output: &output,
+                stream: Stream::Stdout,
+            };
+            let _ = rtvm_flags::print_command_line_flags(&mut w, &flags);
         }
         if flags.get(flag::PrintNMTStatistics) && flags.get(flag::NativeMemoryTracking) == "off" {
-            print(
+            output.write(
                 Stream::Stderr,
                 "rtvm warning: PrintNMTStatistics is disabled, because native memory tracking is not enabled\n",
             );
         }
-        log_page_sizes(&pages, &ergo);
+        ergonomics::log_page_sizes(&pages, &ergo);
 
-        let registry = Arc::new(Registry::default());
+        let id = NEXT_VM_ID.fetch_add(1, Ordering::Relaxed);
+        let registry = Arc::new(Registry::new(id));
         let gang = WorkerGang::new(ergo.gc_threads, &registry, &ergo.policy)
             .map_err(thread_create_error)?;
         let heap =
             Arc::new(Heap::reserve_and_commit(ergo.heap.clone()).map_err(heap_create_error)?);
         let vm = Vm {
-            gang,
-            heap,
-            registry,
-            flags,
-            policy: ergo.policy,
-            pages,
-            start,
-            _log: log,
-            _singleton: singleton,
+            inner: Arc::new(VmInner {
+                gang,
+                heap,
+                registry,
+                flags,
+                policy: ergo.policy,
+                pages,
+                start,
+                output,
+                process: Mutex::new(Some(process)),
+            }),
         };
-        // Any failure from here on drops `vm`, which joins and unmaps what exists.
-        vm.heap
-            .pretouch_initial(&vm.gang)
+        // Any failure from here on drops `vm` quietly: workers stopped, memory unmapped,
+        // handlers and logger given back — no NMT report, no shutdown messages.
+        let inner = &vm.inner;
+        inner
+            .heap
+            .pretouch_initial(&inner.gang)
             .map_err(heap_create_error)?;
-        if vm.flags.get(flag::PrintFlagsFinal) {
-            let _ = rtvm_flags::print_flags(
-                &mut std::io::stdout().lock(),
-                &vm.flags,
-                PrintWhich::Final,
-            );
+        let mut out = OutputWriter {
+            output: &inner.output,
+            stream: Stream::Stdout,
+        };
+        if inner.flags.get(flag::PrintFlagsFinal) {
+            let _ = rtvm_flags::print_flags(&mut out, &inner.flags, PrintWhich::Final);
         }
-        if vm.flags.get(flag::PrintFlagsRanges) {
-            let _ = rtvm_flags::print_flags_ranges(&mut std::io::stdout().lock(), &vm.flags);
+        if inner.flags.get(flag::PrintFlagsRanges) {
+            let _ = rtvm_flags::print_flags_ranges(&mut out, &inner.flags);
         }
-        log::info!(target: "startup", "VM created in {:.3} ms", start.elapsed().as_secs_f64() * 1e3);
+        log::info!(target: "startuptime", "VM created in {:.3} ms", start.elapsed().as_secs_f64() * 1e3);
+        if let Some(p) = inner
+            .process
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+        {
+            xlog::log_configuration(p.log.description());
+        }
+        if parsed.show_version || parsed.stop == Some(StopReason::Version) {
+            inner.output.write(Stream::Stderr, &version_text());
+        }
+        if parsed.stop == Some(StopReason::Version) {
+            return match vm.shutdown() {
+                Ok(()) => Err(CreateError::exit()),
+                Err(e) => Err(CreateError::init(ErrorCode::Err, format!("{e}\n"))),
+            };
+        }
         Ok(vm)
+    }
+
+    /// The lifecycle phase.
+    pub fn state(&self) -> VmState {
+        self.inner.registry.state()
     }
 
     /// The final flag values.
     pub fn flags(&self) -> &Flags {
-        &self.flags
+        &self.inner.flags
     }
 
     /// The page-size and THP facts the VM started with.
     pub fn page_info(&self) -> &PageInfo {
-        &self.pages
+        &self.inner.pages
     }
 
     /// When the VM started.
     pub fn start_time(&self) -> Instant {
-        self.start
+        self.inner.start
+    }
+
+    /// Where the VM prints.
+    pub fn output(&self) -> &Output {
+        &self.inner.output
     }
 
     /// The heap, shareable with threads.
     pub fn heap(&self) -> &Arc<Heap> {
-        &self.heap
+        &self.inner.heap
     }
 
     /// Allocates from the heap; `None` when the committed part is exhausted.
     pub fn allocate(&self, bytes: usize) -> Option<HeapBlock<'_>> {
-        self.heap.allocate(bytes)
+        self.inner.heap.allocate(bytes)
     }
 
     /// Grows the committed heap (and pretouches the new part with `AlwaysPreTouch`).
     /// Returns the new committed size; on failure the heap keeps its old size.
     pub fn expand_heap(&self, bytes: usize) -> Result<usize, HeapError> {
-        self.heap.expand(bytes, &self.gang)
+        self.inner.heap.expand(bytes, &self.inner.gang)
     }
 
-    /// Heap figures.
+    /// Heap figures (counters; no system call).
     pub fn heap_stats(&self) -> HeapStats {
-        self.heap.stats()
+        self.inner.heap.stats()
     }
 
     /// Waits for a background pretouch (`-XX:+BackgroundPreTouch`) and returns its report.
     pub fn wait_for_pretouch(&self) -> Result<Option<PretouchReport>, HeapError> {
-        self.heap.wait_for_pretouch()
+        self.inner.heap.wait_for_pretouch()
     }
 
-    /// The worker gang.
+    /// The worker gang, for parallel tasks of the embedder's own.
     pub fn gang(&self) -> &WorkerGang {
-        &self.gang
+        &self.inner.gang
     }
 
     /// The stack policy in force.
     pub fn stack_policy(&self) -> &StackPolicy {
-        &self.policy
+        &self.inner.policy
     }
 
     /// A builder for a thread named `name` (a Java thread unless told otherwise).
@@ -381,67 +366,105 @@ impl Vm {
 
     /// Live threads (workers included) with their stack layouts.
     pub fn threads(&self) -> Vec<Arc<ThreadInfo>> {
-        self.registry.list()
+        self.inner.registry.list()
     }
 
     /// The native memory summary, or `None` when `-XX:NativeMemoryTracking` is `off`.
     pub fn native_memory_summary(&self) -> Option<NmtSummary> {
+        self.inner.native_memory_summary()
+    }
+
+    /// Shuts the VM down (see the module documentation): waits for a background pretouch and
+    /// for every application thread — including threads they start meanwhile — joins them,
+    /// prints the NMT report if asked, stops the workers, and gives back the signal handlers,
+    /// the logger and the one-VM slot. The heap stays mapped until the `Vm` is dropped.
+    ///
+    /// Runs once: later calls (and `Drop`) return `Ok(())`; a call during another thread's
+    /// shutdown waits for it. On one of the VM's own threads it refuses
+    /// ([`ShutdownError::OnVmThread`]) and changes nothing.
+    pub fn shutdown(&self) -> Result<(), ShutdownError> {
+        self.inner.shutdown()
+    }
+}
+
+impl VmInner {
+    fn native_memory_summary(&self) -> Option<NmtSummary> {
         let mode = self.flags.get(flag::NativeMemoryTracking);
         (mode != "off").then(|| {
             NmtSummary::collect(self.heap.stats(), &self.registry.list(), mode == "detail")
         })
     }
 
-    /// Shuts the VM down: waits for a background pretouch, joins every thread, prints the
-    /// NMT report if asked, releases all memory. Errors of threads and of the pretouch are
-    /// returned after everything is released.
-    pub fn shutdown(mut self) -> Result<(), ShutdownError> {
-        self.teardown()
-    }
-
-    fn teardown(&mut self) -> Result<(), ShutdownError> {
+    fn shutdown(&self) -> Result<(), ShutdownError> {
+        if let Some(thread) = self.registry.current_thread_name() {
+            return Err(ShutdownError::OnVmThread { thread });
+        }
+        if self.registry.request_destroy() != VmState::Running {
+            self.registry.wait_destroyed();
+            return Ok(());
+        }
         let mut errors = Vec::new();
         if let Err(e) = self.heap.wait_for_pretouch() {
             errors.push(e.to_string());
         }
-        let app: Vec<_> = self
-            .registry
-            .list()
-            .into_iter()
-            .filter(|t| t.kind != ThreadKind::Worker)
-            .collect();
-        for info in app {
-            if let Err(e) = threads::join_info(&self.registry, info) {
-                errors.push(e.to_string());
+        self.registry.wait_for_application_threads();
+        for info in self.registry.list() {
+            if info.kind.is_application() {
+                if let Err(e) = threads::join_info(&self.registry, &info) {
+                    errors.push(e.to_string());
+                }
             }
         }
         if self.flags.get(flag::PrintNMTStatistics) {
             if let Some(n) = self.native_memory_summary() {
-                print(Stream::Stdout, &n.report());
+                self.output.write(Stream::Stdout, &n.report());
             }
         }
+        errors.extend(self.gang.stop());
+        drop(
+            self.process
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take(),
+        );
+        self.registry.set_destroyed();
         if errors.is_empty() {
             Ok(())
         } else {
-            Err(ShutdownError { messages: errors })
+            Err(ShutdownError::Failures { messages: errors })
         }
     }
 }
 
 impl Drop for Vm {
     fn drop(&mut self) {
-        if let Err(e) = self.teardown() {
-            log::error!(target: "startup", "{e}");
+        if self.inner.registry.state() == VmState::Destroyed {
+            return;
+        }
+        if self.inner.registry.current_thread_name().is_some() {
+            // This thread cannot wait for itself: a reaper does, once it has finished.
+            let inner = Arc::clone(&self.inner);
+            let reaper = std::thread::Builder::new()
+                .name("rtvm-reaper".into())
+                .spawn(move || {
+                    if let Err(e) = inner.shutdown() {
+                        inner.output.write(Stream::Stderr, &format!("rtvm: {e}\n"));
+                    }
+                });
+            if let Err(e) = reaper {
+                self.inner.output.write(
+                    Stream::Stderr,
+                    &format!("rtvm: the VM was dropped on its own thread and no reaper thread could start ({e}); it stays alive\n"),
+                );
+            }
+            return;
+        }
+        if let Err(e) = self.inner.shutdown() {
+            self.inner
+                .output
+                .write(Stream::Stderr, &format!("rtvm: {e}\n"));
         }
     }
-}
-
-/// Problems found while shutting down (everything was released regardless).
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{}", messages.join("; "))]
-pub struct ShutdownError {
-    /// One message per problem.
-    pub messages: Vec<String>,
 }
 
 /// Builds a VM thread.
@@ -468,7 +491,7 @@ impl ThreadBuilder<'_> {
     }
 
     /// Keep the thread in its start handshake until [`VmThread::start`]: its stack is mapped
-    /// and it has reported in, but (unmitigated) it has not placed its guard zone yet.
+    /// and it has reported in, but (unmitigated) it has not placed its guards yet.
     pub fn hold_at_start(mut self, hold: bool) -> Self {
         self.hold = hold;
         self
@@ -476,324 +499,19 @@ impl ThreadBuilder<'_> {
 
     /// Starts the thread.
     pub fn spawn<F: FnOnce() + Send + 'static>(self, body: F) -> Result<VmThread, ThreadError> {
+        self.spawn_body(Body::Rust(Box::new(body)))
+    }
+
+    pub(crate) fn spawn_body(self, body: Body) -> Result<VmThread, ThreadError> {
+        let inner = &self.vm.inner;
         threads::spawn(
-            &self.vm.registry,
-            &self.vm.policy,
+            &inner.registry,
+            &inner.policy,
             &self.name,
             self.kind,
             self.stack_size,
             self.hold,
-            Box::new(body),
+            body,
         )
-    }
-}
-
-/// What ergonomics decided beyond flag values.
-struct Ergo {
-    gc_threads: usize,
-    heap: HeapConfig,
-    policy: StackPolicy,
-    /// Why the stack policy is what it is, for `-Xlog:pagesize`.
-    stack_reason: String,
-    thp_heap: bool,
-}
-
-fn init_error(message: impl Into<String>) -> CreateError {
-    CreateError::init(ErrorCode::Inval, message)
-}
-
-fn thread_create_error(e: ThreadError) -> CreateError {
-    let code = match &e {
-        ThreadError::Start { errno, .. }
-            if matches!(
-                *errno,
-                rtvm_os_linux::Errno::ENOMEM | rtvm_os_linux::Errno::EAGAIN
-            ) =>
-        {
-            ErrorCode::NoMem
-        }
-        _ => ErrorCode::Err,
-    };
-    CreateError::init(code, format!("{e}\n"))
-}
-
-fn heap_create_error(e: HeapError) -> CreateError {
-    let code = match &e {
-        HeapError::Reserve { os, .. } | HeapError::Commit(os) | HeapError::Pretouch(os)
-            if os.is_out_of_memory() =>
-        {
-            ErrorCode::NoMem
-        }
-        _ => ErrorCode::Err,
-    };
-    CreateError::init(code, format!("{e}\n"))
-}
-
-/// HotSpot's ergonomics, for rtvm's flags: processors, worker count, heap sizes, stack sizes
-/// and the THP policy. Values the user set win; derived ones are recorded `{ergonomic}`.
-fn ergonomics(s: &mut Settings, pages: &PageInfo) -> Result<Ergo, CreateError> {
-    let ergo_err = |m: String| init_error(format!("{m}\n"));
-    let page = base_page_size();
-
-    // Processors and workers.
-    let cpus = match s.get(flag::ActiveProcessorCount) {
-        n if n > 0 => n as usize,
-        _ => system::available_processors(),
-    };
-    if s.is_default(flag::ParallelGCThreads) {
-        let n = if cpus <= 8 {
-            cpus
-        } else {
-            8 + (cpus - 8) * 5 / 8
-        };
-        // HotSpot presents this derived value as {default}.
-        s.set_default(flag::ParallelGCThreads, n.min(4096) as u32)
-            .map_err(ergo_err)?;
-    }
-    let gc_threads = s.get(flag::ParallelGCThreads) as usize;
-
-    // THP for the heap.
-    let thp = &pages.thp;
-    let mut thp_heap = false;
-    if s.get(flag::UseTransparentHugePages) {
-        match (thp.mode, thp.pmd_size) {
-            (ThpMode::Always | ThpMode::Madvise, Some(_)) => thp_heap = true,
-            _ => {
-                log::warn!(
-                    target: "pagesize",
-                    "UseTransparentHugePages disabled, transparent huge pages are not supported by the operating system."
-                );
-                s.set_ergo(flag::UseTransparentHugePages, false)
-                    .map_err(ergo_err)?;
-            }
-        }
-    }
-    let heap_page = if thp_heap {
-        thp.pmd_size.unwrap_or(page)
-    } else {
-        page
-    };
-    let align_up = |v: usize| v.checked_add(heap_page - 1).map(|x| x & !(heap_page - 1));
-    let align_down = |v: usize| v & !(heap_page - 1);
-
-    // Heap sizes (HotSpot: MaxRAMPercentage 25, InitialRAMPercentage 1.5625).
-    let phys = system::physical_memory().unwrap_or(1 << 30) as usize;
-    let user_max = !s.is_default(flag::MaxHeapSize);
-    let user_initial = !s.is_default(flag::InitialHeapSize);
-    let user_min = !s.is_default(flag::MinHeapSize);
-    let min_heap_floor = 2 * M as usize;
-    if user_max && s.get(flag::MaxHeapSize) < min_heap_floor {
-        return Err(init_error("Too small maximum heap\n"));
-    }
-    if !user_max {
-        let mut max = align_down(phys / 4).max(min_heap_floor);
-        if user_initial && s.get(flag::InitialHeapSize) > max {
-            max = s.get(flag::InitialHeapSize);
-        }
-        s.set_ergo(flag::MaxHeapSize, max).map_err(ergo_err)?;
-    }
-    let max =
-        align_up(s.get(flag::MaxHeapSize)).ok_or_else(|| init_error("Too large maximum heap\n"))?;
-    if max != s.get(flag::MaxHeapSize) {
-        s.set_ergo(flag::MaxHeapSize, max).map_err(ergo_err)?;
-    }
-    if user_initial && s.get(flag::InitialHeapSize) > max {
-        return Err(init_error(
-            "Initial heap size set to a larger value than the maximum heap size\n",
-        ));
-    }
-    if user_min && s.get(flag::MinHeapSize) > max {
-        return Err(init_error(
-            "Incompatible minimum and maximum heap sizes specified\n",
-        ));
-    }
-    if !user_initial || s.get(flag::InitialHeapSize) == 0 {
-        let initial = align_up(phys / 64)
-            .unwrap_or(max)
-            .clamp(s.get(flag::MinHeapSize), max);
-        s.set_ergo(flag::InitialHeapSize, initial)
-            .map_err(ergo_err)?;
-    } else {
-        let initial = align_up(s.get(flag::InitialHeapSize))
-            .unwrap_or(max)
-            .min(max);
-        if initial != s.get(flag::InitialHeapSize) {
-            s.set_ergo(flag::InitialHeapSize, initial)
-                .map_err(ergo_err)?;
-        }
-    }
-    let initial = s.get(flag::InitialHeapSize);
-    if user_min && s.get(flag::MinHeapSize) > initial {
-        return Err(init_error(
-            "Incompatible minimum and initial heap sizes specified\n",
-        ));
-    }
-    if !user_min || s.get(flag::MinHeapSize) == 0 {
-        s.set_ergo(flag::MinHeapSize, initial.min(8 * M as usize))
-            .map_err(ergo_err)?;
-    }
-
-    // The nursery.
-    let mut nursery = s.get(flag::NewSize);
-    if nursery > 0 {
-        let cap = s.get(flag::MaxNewSize);
-        if nursery > cap {
-            log::warn!(
-                target: "gc+heap",
-                "NewSize ({}k) is greater than the MaxNewSize ({}k). A new max generation size of {}k will be used.",
-                nursery / 1024,
-                cap / 1024,
-                nursery / 1024
-            );
-            s.set_ergo(flag::MaxNewSize, nursery).map_err(ergo_err)?;
-        }
-        let fitted = align_up(nursery).unwrap_or(initial).min(initial);
-        if fitted != nursery {
-            if fitted < nursery {
-                log::warn!(target: "gc+heap", "NewSize ({}k) does not fit the initial heap ({}k); using {}k", nursery / 1024, initial / 1024, fitted / 1024);
-            }
-            s.set_ergo(flag::NewSize, fitted).map_err(ergo_err)?;
-        }
-        nursery = fitted;
-    }
-
-    // Stacks.
-    let system_default = system::stack_rlimit().unwrap_or(8 * M).min(M * K) as usize;
-    let k_to_bytes = |k: i64| {
-        if k == 0 {
-            system_default
-        } else {
-            k as usize * K as usize
-        }
-    };
-    let disable = s.get(flag::DisableTHPStackMitigation);
-    let (mitigated, no_huge_pages, stack_reason) = StackPolicy::decide(disable, pages);
-    let policy = StackPolicy {
-        mitigated,
-        no_huge_pages,
-        thp_page_size: thp.pmd_size,
-        delay_start: s.get(flag::DelayThreadStartALot),
-        pretouch_stacks: s.get(flag::AlwaysPreTouchStacks),
-        pretouch_request: PretouchRequest {
-            page_size: page,
-            use_populate_write: s.get(flag::UseMadvPopulateWrite),
-        },
-        java_stack_size: k_to_bytes(s.get(flag::ThreadStackSize)),
-        vm_stack_size: k_to_bytes(s.get(flag::VMThreadStackSize)),
-        guard_size: page,
-        alt_stack_size: recommended_alt_stack_size(),
-    };
-    let min_stack = policy.minimum_stack_size();
-    if s.get(flag::ThreadStackSize) != 0 && policy.java_stack_size < min_stack {
-        return Err(CreateError::args(
-            ErrorCode::Inval,
-            format!(
-                "The Java thread stack size specified is too small. Specify at least {}k\n",
-                min_stack / 1024
-            ),
-        ));
-    }
-    if s.get(flag::VMThreadStackSize) != 0 && policy.vm_stack_size < min_stack {
-        return Err(CreateError::args(
-            ErrorCode::Inval,
-            format!(
-                "The VMThreadStackSize specified is too small. Specify at least {}k\n",
-                min_stack / 1024
-            ),
-        ));
-    }
-
-    let heap = HeapConfig {
-        min: s.get(flag::MinHeapSize),
-        initial,
-        max,
-        nursery,
-        advise_huge: thp_heap && thp.mode == ThpMode::Madvise,
-        page_size: heap_page,
-        pretouch: s.get(flag::AlwaysPreTouch),
-        background: s.get(flag::BackgroundPreTouch),
-        chunk_size: s.get(flag::PreTouchParallelChunkSize),
-        request: PretouchRequest {
-            page_size: page,
-            use_populate_write: s.get(flag::UseMadvPopulateWrite),
-        },
-    };
-    Ok(Ergo {
-        gc_threads,
-        heap,
-        policy,
-        stack_reason,
-        thp_heap,
-    })
-}
-
-/// `-Xlog:pagesize`: what the VM found and decided, in HotSpot's words where it has them.
-fn log_page_sizes(pages: &PageInfo, ergo: &Ergo) {
-    if !log::log_enabled!(target: "pagesize", log::Level::Info) {
-        return;
-    }
-    let size = |b: usize| format_exact_size(b as u64);
-    let h = &pages.hugetlb;
-    log::info!(target: "pagesize", "Explicit hugepage support:");
-    for s in &h.sizes {
-        log::info!(target: "pagesize", "  hugepage size: {}", size(*s));
-    }
-    match h.default_size {
-        Some(d) => log::info!(target: "pagesize", "  default hugepage size: {}", size(d)),
-        None => log::info!(target: "pagesize", "  default hugepage size: unknown"),
-    }
-    if !h.consistent() {
-        log::info!(target: "pagesize", "  Support inconsistent. JVM will not use explicit hugepages.");
-    }
-    let t = &pages.thp;
-    log::info!(target: "pagesize", "Transparent hugepage (THP) support:");
-    log::info!(target: "pagesize", "  THP mode: {}", t.mode);
-    match t.pmd_size {
-        Some(p) => log::info!(target: "pagesize", "  THP pagesize: {}", size(p)),
-        None => log::info!(target: "pagesize", "  THP pagesize: unknown"),
-    }
-    log::info!(target: "pagesize", "  THP defrag: {}", t.defrag);
-    if let Some(n) = t.max_ptes_none {
-        log::info!(target: "pagesize", "  khugepaged max_ptes_none: {n}");
-    }
-    if !t.mthp.is_empty() {
-        let list: Vec<String> = t
-            .mthp
-            .iter()
-            .map(|m| {
-                format!(
-                    "{} {} ({})",
-                    format_page_size(m.size as u64),
-                    m.setting,
-                    m.effective
-                )
-            })
-            .collect();
-        log::info!(target: "pagesize", "  mTHP sizes: {}", list.join(", "));
-    }
-    log::info!(target: "pagesize", "Shared memory transparent hugepage (THP) support:");
-    log::info!(target: "pagesize", "  Shared memory THP mode: {}", t.shmem);
-    log::info!(
-        target: "pagesize",
-        "Kernel marks MAP_STACK mappings MADV_NOHUGEPAGE (nh): {} (rtvm does not rely on it)",
-        if kernel_marks_map_stack_nohugepage() { "yes" } else { "no" }
-    );
-    if ergo.policy.mitigated {
-        log::info!(target: "pagesize", "VM will attempt to prevent THPs in thread stacks.");
-    } else {
-        log::info!(target: "pagesize", "VM will *not* prevent THPs in thread stacks. This may cause high RSS.");
-    }
-    log::info!(target: "pagesize", "THP stack mitigation: {}", ergo.stack_reason);
-    if ergo.thp_heap {
-        log::info!(target: "pagesize", "UseLargePages=1, UseTransparentHugePages=1");
-        log::info!(
-            target: "pagesize",
-            "Large page support enabled. Usable page sizes: {}, {}. Default large page size: {}.",
-            format_page_size(base_page_size() as u64),
-            format_page_size(ergo.heap.page_size as u64),
-            size(ergo.heap.page_size)
-        );
-    } else {
-        log::info!(target: "pagesize", "Large page support disabled.");
     }
 }

@@ -1,14 +1,21 @@
 //! The worker gang: `ParallelGCThreads` VM threads, created once, reused for every parallel
-//! task (pretouch is the first), joined at shutdown.
+//! task (pretouch is the first), stopped and joined by the VM's destroy.
 //!
 //! One task runs at a time. [`WorkerGang::run`] blocks until its task is done;
 //! [`WorkerGang::start`] returns a [`TaskHandle`] to wait for or poll (background pretouch).
 //! With zero workers a task runs on the calling thread, as HotSpot's pretouch does without a
 //! gang.
+//!
+//! A task that panics on a worker does not take the worker or the gang with it: the panic is
+//! caught, the worker counts as finished with that task, and whoever waits for the task gets
+//! a [`TaskPanicked`] error. The gang takes the next task as usual.
 
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
-use crate::threads::{self, Registry, StackPolicy, ThreadError, ThreadKind, VmThread};
+use crate::threads::{
+    self, panic_message, Body, Registry, StackPolicy, ThreadError, ThreadKind, VmThread,
+};
 
 /// Work that a gang runs on several threads at once.
 pub trait GangTask: Send + Sync + 'static {
@@ -16,10 +23,23 @@ pub trait GangTask: Send + Sync + 'static {
     fn work(&self, worker_id: usize);
 }
 
+/// A gang task panicked on a worker (the first panic is reported).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("a parallel task panicked on worker {worker}: {message}")]
+pub struct TaskPanicked {
+    /// The worker id (0 when the task ran on the caller).
+    pub worker: usize,
+    /// The panic message.
+    pub message: String,
+}
+
+/// Where a task's outcome is kept until its waiter looks.
+type Outcome = Arc<Mutex<Option<TaskPanicked>>>;
+
 #[derive(Default)]
 struct State {
-    /// The task being run and how many workers take part.
-    task: Option<(Arc<dyn GangTask>, usize)>,
+    /// The task being run, how many workers take part, and its outcome slot.
+    task: Option<(Arc<dyn GangTask>, usize, Outcome)>,
     /// Bumped for every task, so a worker runs each task at most once.
     generation: u64,
     /// Workers that have finished the current task.
@@ -46,13 +66,13 @@ impl Shared {
 /// A gang of worker threads.
 pub struct WorkerGang {
     shared: Arc<Shared>,
-    workers: Vec<VmThread>,
+    workers: Mutex<Vec<VmThread>>,
 }
 
 impl std::fmt::Debug for WorkerGang {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WorkerGang")
-            .field("workers", &self.workers.len())
+            .field("workers", &self.size())
             .finish()
     }
 }
@@ -62,6 +82,7 @@ impl std::fmt::Debug for WorkerGang {
 pub struct TaskHandle {
     shared: Arc<Shared>,
     generation: u64,
+    outcome: Outcome,
 }
 
 impl std::fmt::Debug for TaskHandle {
@@ -82,12 +103,38 @@ impl TaskHandle {
         self.done_locked(&self.shared.lock())
     }
 
-    /// Waits until every worker has finished the task.
-    pub fn wait(&self) {
+    /// Waits until every worker has finished the task; the first panic of the task, if any,
+    /// is the error.
+    pub fn wait(&self) -> Result<(), TaskPanicked> {
         let mut s = self.shared.lock();
         while !self.done_locked(&s) {
             s = self.shared.cv.wait(s).unwrap_or_else(|p| p.into_inner());
         }
+        drop(s);
+        match self
+            .outcome
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+        {
+            Some(p) => Err(p),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Runs `task.work(worker_id)`, catching a panic into `outcome` (the first one wins).
+fn run_caught(task: &dyn GangTask, worker_id: usize, outcome: &Outcome) {
+    if let Err(p) = catch_unwind(AssertUnwindSafe(|| task.work(worker_id))) {
+        let message = panic_message(&*p);
+        log::error!(target: "gc+task", "A parallel task panicked on worker {worker_id}: {message}");
+        outcome
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert(TaskPanicked {
+                worker: worker_id,
+                message,
+            });
     }
 }
 
@@ -104,13 +151,13 @@ impl WorkerGang {
             cv: Condvar::new(),
             free: Condvar::new(),
         });
-        let mut gang = WorkerGang {
+        let gang = WorkerGang {
             shared,
-            workers: Vec::with_capacity(count),
+            workers: Mutex::new(Vec::new()),
         };
         for id in 0..count {
             let shared = Arc::clone(&gang.shared);
-            let body = Box::new(move || worker_loop(&shared, id));
+            let body = Body::Rust(Box::new(move || worker_loop(&shared)));
             // On error `gang` is dropped, which stops and joins the workers made so far.
             let t = threads::spawn(
                 registry,
@@ -121,78 +168,146 @@ impl WorkerGang {
                 false,
                 body,
             )?;
-            gang.workers.push(t);
+            gang.lock_workers().push(t);
         }
         Ok(gang)
     }
 
-    /// Number of workers.
+    fn lock_workers(&self) -> MutexGuard<'_, Vec<VmThread>> {
+        self.workers.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Number of workers (0 once the gang is stopped: tasks then run on the caller).
     pub fn size(&self) -> usize {
-        self.workers.len()
+        self.lock_workers().len()
     }
 
     /// Starts `task` on `workers` workers (at most the gang's size; at least one if the gang
     /// has any) once the gang is free, and returns at once. With an empty gang the task runs
     /// on the calling thread before this returns.
     pub fn start(&self, task: Arc<dyn GangTask>, workers: usize) -> TaskHandle {
-        if self.workers.is_empty() {
-            task.work(0);
+        let outcome: Outcome = Arc::default();
+        let size = self.size();
+        if size == 0 || self.shared.lock().shutdown {
+            run_caught(&*task, 0, &outcome);
             let s = self.shared.lock();
             // A generation that is not current: the handle is done at once.
             return TaskHandle {
                 shared: Arc::clone(&self.shared),
                 generation: s.generation.wrapping_sub(1),
+                outcome,
             };
         }
-        let workers = workers.clamp(1, self.workers.len());
         let mut s = self.shared.lock();
         while s.task.is_some() {
             s = self.shared.free.wait(s).unwrap_or_else(|p| p.into_inner());
         }
+        self.start_locked(s, task, workers.min(size), outcome)
+    }
+
+    /// Starts `task` if the gang is free right now; `None` if another task is running.
+    pub fn try_start(&self, task: Arc<dyn GangTask>, workers: usize) -> Option<TaskHandle> {
+        let size = self.size();
+        let s = self.shared.lock();
+        if size == 0 || s.shutdown {
+            drop(s);
+            return Some(self.start(task, workers));
+        }
+        if s.task.is_some() {
+            return None;
+        }
+        Some(self.start_locked(s, task, workers.min(size), Arc::default()))
+    }
+
+    fn start_locked(
+        &self,
+        mut s: MutexGuard<'_, State>,
+        task: Arc<dyn GangTask>,
+        workers: usize,
+        outcome: Outcome,
+    ) -> TaskHandle {
+        let workers = workers.max(1);
         s.generation += 1;
-        s.task = Some((task, workers));
+        s.task = Some((task, workers, Arc::clone(&outcome)));
         s.finished = 0;
         s.to_claim = workers;
         let handle = TaskHandle {
             shared: Arc::clone(&self.shared),
             generation: s.generation,
+            outcome,
         };
         self.shared.cv.notify_all();
         handle
     }
 
     /// Runs `task` on `workers` workers and waits for it.
-    pub fn run(&self, task: Arc<dyn GangTask>, workers: usize) {
-        self.start(task, workers).wait();
+    pub fn run(&self, task: Arc<dyn GangTask>, workers: usize) -> Result<(), TaskPanicked> {
+        self.start(task, workers).wait()
+    }
+
+    /// Runs `task` on the gang if it is free, else on the calling thread alone: for work that
+    /// must not wait for a long task already running (a heap expansion during a background
+    /// pretouch).
+    pub fn run_now(&self, task: Arc<dyn GangTask>, workers: usize) -> Result<(), TaskPanicked> {
+        match self.try_start(Arc::clone(&task), workers) {
+            Some(handle) => handle.wait(),
+            None => {
+                let outcome: Outcome = Arc::default();
+                run_caught(&*task, 0, &outcome);
+                let panicked = outcome.lock().unwrap_or_else(|p| p.into_inner()).take();
+                panicked.map_or(Ok(()), Err)
+            }
+        }
+    }
+
+    /// Stops the workers (a task already started is finished first) and joins them; returns
+    /// the panics of worker threads, if any. Later tasks run on the caller.
+    pub(crate) fn stop(&self) -> Vec<String> {
+        {
+            let mut s = self.shared.lock();
+            s.shutdown = true;
+            self.shared.cv.notify_all();
+        }
+        let workers = std::mem::take(&mut *self.lock_workers());
+        let mut errors = Vec::new();
+        for t in workers {
+            if let Err(e) = t.join() {
+                errors.push(e.to_string());
+            }
+        }
+        errors
     }
 }
 
-fn worker_loop(shared: &Shared, _id: usize) {
+fn worker_loop(shared: &Shared) {
     let mut seen = 0u64;
     loop {
-        let (task, worker_id, generation) = {
+        let (task, worker_id, generation, outcome) = {
             let mut s = shared.lock();
             loop {
-                if s.shutdown {
-                    return;
-                }
+                // A task started before the shutdown is still done: its submitter waits for it.
                 if s.generation != seen && s.to_claim > 0 {
-                    if let Some((task, n)) = &s.task {
+                    if let Some((task, n, outcome)) = &s.task {
                         let task = Arc::clone(task);
+                        let outcome = Arc::clone(outcome);
                         let worker_id = n - s.to_claim;
                         s.to_claim -= 1;
-                        break (task, worker_id, s.generation);
+                        break (task, worker_id, s.generation, outcome);
                     }
+                }
+                if s.shutdown {
+                    return;
                 }
                 s = shared.cv.wait(s).unwrap_or_else(|p| p.into_inner());
             }
         };
         seen = generation;
-        task.work(worker_id);
+        run_caught(&*task, worker_id, &outcome);
+        drop(task);
         let mut s = shared.lock();
         if s.generation == generation {
             s.finished += 1;
-            if s.task.as_ref().is_some_and(|(_, n)| s.finished == *n) {
+            if s.task.as_ref().is_some_and(|(_, n, _)| s.finished == *n) {
                 // The last worker frees the gang for the next task.
                 s.task = None;
                 shared.free.notify_all();
@@ -204,15 +319,8 @@ fn worker_loop(shared: &Shared, _id: usize) {
 
 impl Drop for WorkerGang {
     fn drop(&mut self) {
-        {
-            let mut s = self.shared.lock();
-            s.shutdown = true;
-            self.shared.cv.notify_all();
-        }
-        for t in self.workers.drain(..) {
-            if let Err(e) = t.join() {
-                log::error!(target: "os+thread", "{e}");
-            }
+        for e in self.stop() {
+            log::error!(target: "os+thread", "{e}");
         }
     }
 }

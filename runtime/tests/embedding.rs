@@ -6,7 +6,7 @@ mod common;
 
 use std::sync::atomic::Ordering;
 
-use rtvm::os::procfs;
+use rtvm::testing::os::procfs;
 use rtvm::{ErrorCode, ErrorKind, InitArgs, ThreadKind, Vm};
 use serial_test::serial;
 

@@ -6,8 +6,8 @@
 mod common;
 
 use common::*;
-use rtvm::os::procfs;
-use rtvm::os::system::{set_soft_limit, Limit};
+use rtvm::testing::os::procfs;
+use rtvm::testing::os::system::{set_soft_limit, Limit};
 use rtvm::{ErrorCode, ErrorKind, InitArgs, Vm};
 
 fn vm_kb(field: &str) -> u64 {

@@ -181,13 +181,29 @@ fn version_help_and_x() {
         text(&out.stderr)
     );
     assert_eq!(text(&out.stdout), "");
-    let out = rtvm(&["-help"]);
-    assert_eq!(out.status.code(), Some(0));
-    assert!(text(&out.stdout).starts_with("Usage: rtvm [options] <main> [args...]"));
-    assert!(text(&out.stdout).contains("IdleThreads <count> [<hold-seconds>]"));
+    // As java 17: -help, -h, -? and -X print to stderr; --help and --help-extra to stdout.
+    for opt in ["-help", "-h", "-?"] {
+        let out = rtvm(&[opt]);
+        assert_eq!(out.status.code(), Some(0));
+        assert!(text(&out.stderr).starts_with("Usage: rtvm [options] <main> [args...]"));
+        assert!(text(&out.stderr).contains("IdleThreads <count> [<hold-seconds>]"));
+        assert_eq!(text(&out.stdout), "");
+    }
+    let out = rtvm(&["--help"]);
+    assert!(text(&out.stdout).starts_with("Usage: rtvm [options]"));
     let out = rtvm(&["-X"]);
     assert_eq!(out.status.code(), Some(0));
+    assert!(text(&out.stderr).contains("-Xss<size>"));
+    let out = rtvm(&["--help-extra"]);
     assert!(text(&out.stdout).contains("-Xss<size>"));
+    // -version, -help and -X end option processing, after the VM checked what came before.
+    let out = rtvm(&["-version", "-XX:+NoSuchFlag"]);
+    assert_eq!(out.status.code(), Some(0));
+    let out = rtvm(&["-help", "-XX:+NoSuchFlag"]);
+    assert_eq!(out.status.code(), Some(0));
+    let out = rtvm(&["-XX:+NoSuchFlag", "-help"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).starts_with("Unrecognized VM option 'NoSuchFlag'"));
     let out = rtvm(&[]);
     assert_eq!(
         out.status.code(),

@@ -34,7 +34,7 @@ fn child(args: &[&str], deny: Option<&str>) -> Result<OutputAnalyzer, TestFailur
 
 fn report(vm: &Vm) -> TestResult {
     let s = vm.heap_stats();
-    println!("Resident: committed={} resident={}", s.committed, s.resident);
+    println!("Resident: committed={} resident={}", s.committed, vm.heap().resident_bytes());
     Ok(())
 }
 

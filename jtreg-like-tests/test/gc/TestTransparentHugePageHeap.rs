@@ -13,8 +13,8 @@ use rtvm_jtreg::testlib::*;
 
 fn report(vm: &Vm) -> TestResult {
     let r = vm.heap().range();
-    let entries = rtvm::os::procfs::smaps_overlapping(r.start, r.end)?;
-    let t = rtvm::os::procfs::totals(&entries);
+    let entries = rtvm::testing::os::procfs::smaps_overlapping(r.start, r.end)?;
+    let t = rtvm::testing::os::procfs::totals(&entries);
     let advised = entries.iter().any(|e| e.has_flag("hg"));
     println!("HeapSmaps: size_kb={} rss_kb={} anon_huge_kb={} hg={advised} base={:#x}", t.size_kb, t.rss_kb, t.anon_huge_kb, r.start);
     Ok(())
@@ -45,7 +45,7 @@ pub fn main(vm: &Vm, args: &[String]) -> TestResult {
         check(size == 1 << 20, || format!("heap mapping is {size} kB"))?;
         check(huge * 10 >= size * 9, || format!("{primitive}: only {huge} kB of {size} kB in huge pages"))?;
         // In madvise mode the heap must be advised; in always mode it needs nothing.
-        if rtvm::os::PageInfo::detect().thp.mode == rtvm::os::ThpMode::Madvise {
+        if rtvm::testing::os::PageInfo::detect().thp.mode == rtvm::testing::os::ThpMode::Madvise {
             out.stdout_should_contain("hg=true")?;
         }
     }

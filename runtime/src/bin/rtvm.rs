@@ -1,7 +1,8 @@
 //! The `rtvm` launcher: `rtvm [options] <Main> [args...]`.
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    // Arguments as bytes: one that is not UTF-8 is reported, never a panic.
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
     let status = rtvm::launcher::launch("rtvm", &args, &rtvm::launcher::Mains::builtin());
     std::process::exit(status);
 }

@@ -1,7 +1,7 @@
 //! Helpers shared by the runtime's integration tests.
 #![allow(dead_code)]
 
-use rtvm::os::procfs::{self, MapsEntry};
+use rtvm::testing::os::procfs::{self, MapsEntry};
 
 /// Mappings now that were not in `before`, besides glibc malloc arenas (see
 /// [`procfs::without_malloc_arenas`]).

@@ -43,7 +43,7 @@ fn ranged_flags() -> Result<Vec<Ranged>, TestFailure> {
         let parse = |s: &str| s.parse::<i128>().map_err(|_| TestFailure(format!("unparsable bound '{s}' in: {line}")));
         flags.push(Ranged { ty: head[0].into(), name: head[1].into(), min: parse(bounds[0])?, max: parse(bounds[1])? });
     }
-    let in_table = rtvm::flags::FLAGS.iter().filter(|f| f.printed_range().is_some()).count();
+    let in_table = rtvm::testing::flags::FLAGS.iter().filter(|f| f.printed_range().is_some()).count();
     check(flags.len() == in_table && in_table > 0, || format!("{} ranged flags listed, the table has {in_table}", flags.len()))?;
     Ok(flags)
 }

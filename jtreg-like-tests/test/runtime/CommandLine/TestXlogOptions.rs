@@ -46,7 +46,7 @@ pub fn main(_vm: &Vm, _args: &[String]) -> TestResult {
         .should_not_contain("No tag set matches")?;
     ProcessTools::execute_limited_test_vm(&["-Xlog:pagesize:file=pagesize.log", "-version"])?.should_have_exit_value(0)?;
     let log = std::fs::read_to_string("pagesize.log").map_err(|e| TestFailure(format!("pagesize.log: {e}")))?;
-    check(log.contains("][info][pagesize] VM will attempt to prevent THPs in thread stacks."), || log.clone())?;
+    check(log.contains("][info][pagesize] JVM will attempt to prevent THPs in thread stacks."), || log.clone())?;
     // -Xlog:disable then a selection on stderr: only that tag set, only there.
     ProcessTools::execute_limited_test_vm(&["-Xlog:disable", "-Xlog:gc+heap:stderr", "-Xms8m", "-Xmx8m", "-XX:+AlwaysPreTouch", "-version"])?
         .stderr_should_contain("][info][gc,heap] Pretouched 8388608B")?

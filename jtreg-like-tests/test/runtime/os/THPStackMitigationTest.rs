@@ -74,7 +74,7 @@ fn stack_ranges(stdout: &str) -> Result<Vec<((u64, u64), (u64, u64))>, TestFailu
 /// The child's smaps, read while it held its threads: every stack `nh` (when the VM said it
 /// would advise so) and a `---p` guard exactly where the VM said.
 fn check_stacks(smaps: &str, ranges: &[((u64, u64), (u64, u64))], expect_nh: bool) -> Result<(), TestFailure> {
-    let entries = rtvm::os::procfs::parse_smaps(smaps);
+    let entries = rtvm::testing::os::procfs::parse_smaps(smaps);
     let (mut nh_ok, mut guard_ok) = (0, 0);
     for &((gs, ge), (us, ue)) in ranges {
         let overlapping: Vec<_> = entries.iter().filter(|e| (e.map.start as u64) < ue && (e.map.end as u64) > us).collect();
@@ -115,7 +115,7 @@ fn idle_threads_run(extra: &[&str], check_smaps: bool) -> Result<OutputAnalyzer,
     if let Some(smaps) = smaps {
         let ranges = stack_ranges(&out.stdout)?;
         check(ranges.len() == THREADS, || format!("{} Idle stacks logged", ranges.len()))?;
-        check_stacks(&smaps, &ranges, out.stdout.contains("stacks get MADV_NOHUGEPAGE"))?;
+        check_stacks(&smaps, &ranges, out.stdout.contains("stacks are MADV_NOHUGEPAGE"))?;
     }
     Ok(out)
 }
@@ -126,7 +126,7 @@ fn rss_mb(out: &OutputAnalyzer, prefix: &str) -> Result<u64, TestFailure> {
 
 fn enabled() -> TestResult {
     let out = idle_threads_run(&[], true)?;
-    out.should_contain("[pagesize] VM will attempt to prevent THPs in thread stacks.")?;
+    out.should_contain("[pagesize] JVM will attempt to prevent THPs in thread stacks.")?;
     let threads = out.number("IdleThreads:", "Threads")?;
     check(threads >= THREADS as u64, || format!("Threads={threads}, expected at least {THREADS}"))?;
     let rss = rss_mb(&out, "IdleThreads:")?;
@@ -138,7 +138,7 @@ fn enabled() -> TestResult {
 
 fn disabled() -> TestResult {
     let out = idle_threads_run(&[UNMITIGATED[0], UNMITIGATED[1], "-XX:+DelayThreadStartALot"], false)?;
-    out.should_contain("[pagesize] VM will *not* prevent THPs in thread stacks. This may cause high RSS.")?;
+    out.should_contain("[pagesize] JVM will *not* prevent THPs in thread stacks. This may cause high RSS.")?;
     let rss = rss_mb(&out, "IdleThreads:")?;
     println!("VmRSS {rss} MB with the mitigation off (bound {RSS_LIMIT_MB} MB)");
     check(rss > RSS_LIMIT_MB, || format!("RSS {rss} MB is not above {RSS_LIMIT_MB} MB: THPs did not form in the stacks"))?;
@@ -157,7 +157,7 @@ fn collapse(extra: &[&str], expect_refused: bool) -> TestResult {
     let after = rss_mb(&out, "IdleThreads:")?;
     println!("collapsed={collapsed} refused={refused} RSS {before} MB -> {after} MB");
     if expect_refused {
-        out.should_contain("[pagesize] VM will attempt to prevent THPs in thread stacks.")?;
+        out.should_contain("[pagesize] JVM will attempt to prevent THPs in thread stacks.")?;
         check(collapsed == 0 && refused == THREADS as u64, || format!("{collapsed} collapses succeeded, {refused} refused"))?;
         check(after <= RSS_LIMIT_MB, || format!("RSS {after} MB larger than expected ({RSS_LIMIT_MB} MB)"))?;
     } else {
@@ -173,17 +173,18 @@ fn collapse(extra: &[&str], expect_refused: bool) -> TestResult {
 /// In the child VM: start the threads held in their start window, collapse every stack,
 /// let them run, report.
 fn collapse_child(vm: &Vm, count: usize) -> TestResult {
-    let gate = rtvm::mains::IdleGate::new();
+    let gate = rtvm::testing::IdleGate::new();
+    let _release = gate.release_on_drop();
     let mut threads = Vec::new();
     for i in 0..count {
         threads.push(vm.thread(&format!("Idle#{i}")).hold_at_start(true).spawn(gate.parked_body())?);
     }
-    let rss_before = rtvm::os::procfs::read_status()?.vm_rss_kb;
+    let rss_before = rtvm::testing::os::procfs::read_status()?.vm_rss_kb;
     let (mut collapsed, mut refused, mut other) = (0, 0, 0);
     for t in &threads {
         match t.info().collapse_stack() {
             Ok(()) => collapsed += 1,
-            Err(e) if e.errno == rtvm::os::Errno::EINVAL => refused += 1,
+            Err(e) if e.errno == rtvm::testing::os::Errno::EINVAL => refused += 1,
             Err(e) => {
                 if other == 0 {
                     eprintln!("first unexpected collapse error: {e}");
@@ -197,7 +198,7 @@ fn collapse_child(vm: &Vm, count: usize) -> TestResult {
     }
     gate.wait_started(count);
     println!("Collapse: threads={count} collapsed={collapsed} refused={refused} other={other} rss_before_kB={rss_before}");
-    println!("{}", rtvm::mains::memory_line("IdleThreads", count)?);
+    println!("{}", rtvm::testing::memory_line("IdleThreads", count)?);
     gate.release();
     for t in threads {
         t.join()?;

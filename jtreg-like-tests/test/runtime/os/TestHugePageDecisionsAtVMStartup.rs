@@ -17,11 +17,11 @@
  * @run driver TestHugePageDecisionsAtVMStartup THP_enabled
  */
 
-use rtvm::os::{PageInfo, ThpMode};
+use rtvm::testing::os::{PageInfo, ThpMode};
 use rtvm_jtreg::testlib::*;
 
 fn size(b: usize) -> String {
-    rtvm::flags::value::format_exact_size(b as u64)
+    rtvm::testing::flags::value::format_exact_size(b as u64)
 }
 
 pub fn main(_vm: &Vm, args: &[String]) -> TestResult {
@@ -49,7 +49,7 @@ pub fn main(_vm: &Vm, args: &[String]) -> TestResult {
         out.stdout_should_contain("[pagesize]   mTHP sizes: ")?;
     }
     out.should_match("\\[pagesize\\] Kernel marks MAP_STACK mappings MADV_NOHUGEPAGE \\(nh\\): (yes|no)")?
-        .stdout_should_contain("[pagesize] VM will attempt to prevent THPs in thread stacks.")?
+        .stdout_should_contain("[pagesize] JVM will attempt to prevent THPs in thread stacks.")?
         .stdout_should_contain("[pagesize] THP stack mitigation: ")?;
     let thp_usable = matches!(thp_mode, ThpMode::Always | ThpMode::Madvise);
     if thp_args && thp_usable {
@@ -64,7 +64,7 @@ pub fn main(_vm: &Vm, args: &[String]) -> TestResult {
             .should_match("\\[pagesize *\\] Heap: +min=64M max=64M base=0x[0-9a-f]+ page_size=4K size=64M")?;
     }
     // The decision is logged once, whatever the number of threads started.
-    let once = out.stdout.matches("VM will attempt to prevent THPs in thread stacks.").count();
+    let once = out.stdout.matches("JVM will attempt to prevent THPs in thread stacks.").count();
     check(once == 1, || format!("the stack decision is logged {once} times"))?;
     Ok(())
 }

@@ -30,17 +30,18 @@ fn with_limits(limits: &str, args: &[&str]) -> Result<OutputAnalyzer, TestFailur
 }
 
 fn vm_size_kb() -> Result<u64, TestFailure> {
-    Ok(rtvm::os::procfs::read_status().map_err(|e| TestFailure(e.to_string()))?.vm_size_kb)
+    Ok(rtvm::testing::os::procfs::read_status().map_err(|e| TestFailure(e.to_string()))?.vm_size_kb)
 }
 
 
 /// In the child: lower RLIMIT_AS to 256 MB above what is mapped now, start threads until
 /// one fails, then check the error, the survivors and that no stack mapping is left.
 fn child(vm: &Vm) -> TestResult {
-    use rtvm::os::system::{set_soft_limit, soft_limit, Limit};
+    use rtvm::testing::os::system::{set_soft_limit, soft_limit, Limit};
     let original = soft_limit(Limit::AddressSpace).unwrap_or(u64::MAX);
     set_soft_limit(Limit::AddressSpace, vm_size_kb()? * 1024 + (256 << 20))?;
-    let gate = rtvm::mains::IdleGate::new();
+    let gate = rtvm::testing::IdleGate::new();
+    let _release = gate.release_on_drop();
     let mut threads = Vec::new();
     let failure = loop {
         match vm.spawn(&format!("Idle#{}", threads.len()), gate.parked_body()) {
@@ -51,7 +52,7 @@ fn child(vm: &Vm) -> TestResult {
     };
     let message = failure.to_string();
     println!("FAILED AT {}: {message}", threads.len());
-    let expected = format!("Failed to start thread \"Idle#{}\" - mmap failed (ENOMEM) for attributes: stacksize: 1024k, guardsize: 4k, joinable.", threads.len());
+    let expected = format!("Failed to start thread \"Idle#{}\" - mmap failed (ENOMEM) for attributes: stacksize: 1024k, guardsize: 16k, joinable.", threads.len());
     check(message == expected, || format!("message was: {message}\nexpected:    {expected}"))?;
     check(threads.len() > 10, || format!("only {} threads started before the failure", threads.len()))?;
     // The started threads are all alive and reach their body.
@@ -67,7 +68,7 @@ fn child(vm: &Vm) -> TestResult {
     }
     let left: usize = stacks
         .iter()
-        .map(|r| rtvm::os::procfs::maps_overlapping(r.start, r.end).map(|m| m.len()))
+        .map(|r| rtvm::testing::os::procfs::maps_overlapping(r.start, r.end).map(|m| m.len()))
         .sum::<Result<usize, _>>()?;
     println!("started={started} stack mappings left after join={left}");
     check(left == 0, || format!("{left} stack mappings leaked"))?;
@@ -85,14 +86,14 @@ pub fn main(vm: &Vm, args: &[String]) -> TestResult {
             // 1 GiB stacks under a 768 MiB address-space limit: the main thread cannot start.
             let out = with_limits("as=768m", &["-Xmx32m", "-Xss1g", "IdleThreads", "1"])?;
             out.should_have_exit_value(1)?
-                .stderr_should_contain("Failed to start thread \"main\" - mmap failed (ENOMEM) for attributes: stacksize: 1048580k, guardsize: 4k, joinable.")?
+                .stderr_should_contain("Failed to start thread \"main\" - mmap failed (ENOMEM) for attributes: stacksize: 1048576k, guardsize: 16k, joinable.")?
                 .should_not_contain("panicked")?;
             Ok(())
         }
         Some("idle-threads") => {
             let out = with_limits("as=1g", &["-Xmx32m", "IdleThreads", "10000"])?;
             out.should_have_exit_value(1)?
-                .should_match("Exception in thread \"main\" Failed to start thread \"Idle#[0-9]+\" - mmap failed \\(ENOMEM\\) for attributes: stacksize: 1024k, guardsize: 4k, joinable\\. \\([0-9]+ of 10000 threads had started; all stopped\\)")?
+                .should_match("Exception in thread \"main\" Failed to start thread \"Idle#[0-9]+\" - mmap failed \\(ENOMEM\\) for attributes: stacksize: 1024k, guardsize: 16k, joinable\\. \\([0-9]+ of 10000 threads had started; all stopped\\)")?
                 .should_not_contain("IdleThreads: threads=")?;
             Ok(())
         }

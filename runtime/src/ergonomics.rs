@@ -1,0 +1,334 @@
+//! Ergonomics: what the VM decides beyond what the user set — processors and workers, heap
+//! sizes, stack sizes and zones, THP for the heap and the stacks — with HotSpot's formulas,
+//! checks and messages, and the `-Xlog:pagesize` lines that say what was decided.
+
+use rtvm_flags::value::{format_exact_size, format_page_size, K, M};
+use rtvm_flags::{flag, Settings};
+use rtvm_os_linux::pages::PageInfo;
+use rtvm_os_linux::stack::{kernel_marks_map_stack_nohugepage, recommended_alt_stack_size};
+use rtvm_os_linux::{base_page_size, system, GuardZones, PretouchRequest, ThpMode};
+
+use crate::error::{CreateError, ErrorCode};
+use crate::heap::{HeapConfig, HeapError};
+use crate::threads::{StackPolicy, ThreadError};
+
+/// What ergonomics decided beyond flag values.
+pub(crate) struct Ergo {
+    pub gc_threads: usize,
+    pub heap: HeapConfig,
+    pub policy: StackPolicy,
+    /// Why the stack policy is what it is, for `-Xlog:pagesize`.
+    pub stack_reason: String,
+    pub thp_heap: bool,
+}
+
+pub(crate) fn init_error(message: impl Into<String>) -> CreateError {
+    CreateError::init(ErrorCode::Inval, message)
+}
+
+/// A thread the VM needed could not start: `ENOMEM` for memory, `EAGAIN` for limits.
+pub(crate) fn thread_create_error(e: ThreadError) -> CreateError {
+    let code = match &e {
+        ThreadError::Start { errno, .. } if *errno == rtvm_os_linux::Errno::ENOMEM => {
+            ErrorCode::NoMem
+        }
+        ThreadError::Start { errno, .. } if *errno == rtvm_os_linux::Errno::EAGAIN => {
+            ErrorCode::Again
+        }
+        _ => ErrorCode::Err,
+    };
+    CreateError::init(code, format!("{e}\n"))
+}
+
+pub(crate) fn heap_create_error(e: HeapError) -> CreateError {
+    let code = match &e {
+        HeapError::Reserve { os, .. } | HeapError::Commit(os) | HeapError::Pretouch(os)
+            if os.is_out_of_memory() =>
+        {
+            ErrorCode::NoMem
+        }
+        _ => ErrorCode::Err,
+    };
+    CreateError::init(code, format!("{e}\n"))
+}
+
+pub(crate) fn ergonomics(s: &mut Settings, pages: &PageInfo) -> Result<Ergo, CreateError> {
+    let ergo_err = |m: String| init_error(format!("{m}\n"));
+    let page = base_page_size();
+
+    // Processors and workers.
+    let cpus = match s.get(flag::ActiveProcessorCount) {
+        n if n > 0 => n as usize,
+        _ => system::available_processors(),
+    };
+    if s.is_default(flag::ParallelGCThreads) {
+        let n = if cpus <= 8 {
+            cpus
+        } else {
+            8 + (cpus - 8) * 5 / 8
+        };
+        // HotSpot presents this derived value as {default}.
+        s.set_default(flag::ParallelGCThreads, n.min(4096) as u32)
+            .map_err(ergo_err)?;
+    }
+    let gc_threads = s.get(flag::ParallelGCThreads) as usize;
+
+    // THP for the heap.
+    let thp = &pages.thp;
+    let mut thp_heap = false;
+    if s.get(flag::UseTransparentHugePages) {
+        match (thp.mode, thp.pmd_size) {
+            (ThpMode::Always | ThpMode::Madvise, Some(_)) => thp_heap = true,
+            _ => {
+                log::warn!(
+                    target: "pagesize",
+                    "UseTransparentHugePages disabled, transparent huge pages are not supported by the operating system."
+                );
+                s.set_ergo(flag::UseTransparentHugePages, false)
+                    .map_err(ergo_err)?;
+            }
+        }
+    }
+    let heap_page = if thp_heap {
+        thp.pmd_size.unwrap_or(page)
+    } else {
+        page
+    };
+    let align_up = |v: usize| v.checked_add(heap_page - 1).map(|x| x & !(heap_page - 1));
+    let align_down = |v: usize| v & !(heap_page - 1);
+
+    // Heap sizes (HotSpot: MaxRAMPercentage 25, InitialRAMPercentage 1.5625).
+    let phys = system::physical_memory().unwrap_or(1 << 30) as usize;
+    let user_max = !s.is_default(flag::MaxHeapSize);
+    let user_initial = !s.is_default(flag::InitialHeapSize);
+    let user_min = !s.is_default(flag::MinHeapSize);
+    let min_heap_floor = 2 * M as usize;
+    if user_max && s.get(flag::MaxHeapSize) < min_heap_floor {
+        return Err(init_error("Too small maximum heap\n"));
+    }
+    if !user_max {
+        let mut max = align_down(phys / 4).max(min_heap_floor);
+        if user_initial && s.get(flag::InitialHeapSize) > max {
+            max = s.get(flag::InitialHeapSize);
+        }
+        s.set_ergo(flag::MaxHeapSize, max).map_err(ergo_err)?;
+    }
+    let max =
+        align_up(s.get(flag::MaxHeapSize)).ok_or_else(|| init_error("Too large maximum heap\n"))?;
+    if max != s.get(flag::MaxHeapSize) {
+        s.set_ergo(flag::MaxHeapSize, max).map_err(ergo_err)?;
+    }
+    if user_initial && s.get(flag::InitialHeapSize) > max {
+        return Err(init_error(
+            "Initial heap size set to a larger value than the maximum heap size\n",
+        ));
+    }
+    if user_min && s.get(flag::MinHeapSize) > max {
+        return Err(init_error(
+            "Incompatible minimum and maximum heap sizes specified\n",
+        ));
+    }
+    if !user_initial || s.get(flag::InitialHeapSize) == 0 {
+        let initial = align_up(phys / 64)
+            .unwrap_or(max)
+            .clamp(s.get(flag::MinHeapSize), max);
+        s.set_ergo(flag::InitialHeapSize, initial)
+            .map_err(ergo_err)?;
+    } else {
+        let initial = align_up(s.get(flag::InitialHeapSize))
+            .unwrap_or(max)
+            .min(max);
+        if initial != s.get(flag::InitialHeapSize) {
+            s.set_ergo(flag::InitialHeapSize, initial)
+                .map_err(ergo_err)?;
+        }
+    }
+    let initial = s.get(flag::InitialHeapSize);
+    if user_min && s.get(flag::MinHeapSize) > initial {
+        return Err(init_error(
+            "Incompatible minimum and initial heap sizes specified\n",
+        ));
+    }
+    if !user_min || s.get(flag::MinHeapSize) == 0 {
+        s.set_ergo(flag::MinHeapSize, initial.min(8 * M as usize))
+            .map_err(ergo_err)?;
+    }
+
+    // The nursery.
+    let mut nursery = s.get(flag::NewSize);
+    if nursery > 0 {
+        let cap = s.get(flag::MaxNewSize);
+        if nursery > cap {
+            log::warn!(
+                target: "gc+heap",
+                "NewSize ({}k) is greater than the MaxNewSize ({}k). A new max generation size of {}k will be used.",
+                nursery / 1024,
+                cap / 1024,
+                nursery / 1024
+            );
+            s.set_ergo(flag::MaxNewSize, nursery).map_err(ergo_err)?;
+        }
+        let fitted = align_up(nursery).unwrap_or(initial).min(initial);
+        if fitted != nursery {
+            if fitted < nursery {
+                log::warn!(target: "gc+heap", "NewSize ({}k) does not fit the initial heap ({}k); using {}k", nursery / 1024, initial / 1024, fitted / 1024);
+            }
+            s.set_ergo(flag::NewSize, fitted).map_err(ergo_err)?;
+        }
+        nursery = fitted;
+    }
+
+    // Stacks: HotSpot's zones (in 4K pages), the alternate signal stack, the mitigation.
+    let system_default = system::stack_rlimit().unwrap_or(8 * M).min(M * K) as usize;
+    let k_to_bytes = |k: i64| {
+        if k == 0 {
+            system_default
+        } else {
+            k as usize * K as usize
+        }
+    };
+    let pages_to_bytes = |n: i64| (n as usize * 4096).div_ceil(page) * page;
+    let zones = GuardZones {
+        red: pages_to_bytes(s.get(flag::StackRedPages)),
+        yellow: pages_to_bytes(s.get(flag::StackYellowPages)),
+        reserved: pages_to_bytes(s.get(flag::StackReservedPages)),
+    };
+    let (mitigated, stack_reason) =
+        StackPolicy::decide(s.get(flag::DisableTHPStackMitigation), pages);
+    let policy = StackPolicy {
+        mitigated,
+        thp_page_size: thp.pmd_size,
+        delay_start: s.get(flag::DelayThreadStartALot),
+        pretouch_stacks: s.get(flag::AlwaysPreTouchStacks),
+        pretouch_request: PretouchRequest {
+            page_size: page,
+            use_populate_write: s.get(flag::UseMadvPopulateWrite),
+        },
+        java_stack_size: k_to_bytes(s.get(flag::ThreadStackSize)),
+        vm_stack_size: k_to_bytes(s.get(flag::VMThreadStackSize)),
+        zones,
+        shadow_zone: pages_to_bytes(s.get(flag::StackShadowPages)),
+        alt_stack_size: recommended_alt_stack_size(),
+    };
+    // HotSpot's checks and words; printed on stdout with a leading empty line.
+    let java_min = policy.minimum_java_stack_size();
+    if s.get(flag::ThreadStackSize) != 0 && policy.java_stack_size < java_min {
+        return Err(CreateError::args_stdout(format!(
+            "\nThe Java thread stack size specified is too small. Specify at least {}k\n",
+            java_min / 1024
+        )));
+    }
+    let vm_min = policy.minimum_vm_stack_size();
+    if s.get(flag::VMThreadStackSize) != 0 && policy.vm_stack_size < vm_min {
+        return Err(CreateError::args_stdout(format!(
+            "\nThe VMThreadStackSize specified is too small. Specify at least {}k\n",
+            vm_min / 1024
+        )));
+    }
+
+    let heap = HeapConfig {
+        min: s.get(flag::MinHeapSize),
+        initial,
+        max,
+        nursery,
+        advise_huge: thp_heap && thp.mode == ThpMode::Madvise,
+        page_size: heap_page,
+        pretouch: s.get(flag::AlwaysPreTouch),
+        background: s.get(flag::BackgroundPreTouch),
+        chunk_size: s.get(flag::PreTouchParallelChunkSize),
+        request: PretouchRequest {
+            page_size: page,
+            use_populate_write: s.get(flag::UseMadvPopulateWrite),
+        },
+    };
+    Ok(Ergo {
+        gc_threads,
+        heap,
+        policy,
+        stack_reason,
+        thp_heap,
+    })
+}
+
+/// `-Xlog:pagesize`: what the VM found and decided, in HotSpot's words where it has them.
+pub(crate) fn log_page_sizes(pages: &PageInfo, ergo: &Ergo) {
+    if !log::log_enabled!(target: "pagesize", log::Level::Info) {
+        return;
+    }
+    let size = |b: usize| format_exact_size(b as u64);
+    let h = &pages.hugetlb;
+    log::info!(target: "pagesize", "Explicit hugepage support:");
+    for s in &h.sizes {
+        log::info!(target: "pagesize", "  hugepage size: {}", size(*s));
+    }
+    match h.default_size {
+        Some(d) => log::info!(target: "pagesize", "  default hugepage size: {}", size(d)),
+        None => log::info!(target: "pagesize", "  default hugepage size: unknown"),
+    }
+    if !h.consistent() {
+        log::info!(target: "pagesize", "  Support inconsistent. JVM will not use explicit hugepages.");
+    }
+    let t = &pages.thp;
+    log::info!(target: "pagesize", "Transparent hugepage (THP) support:");
+    log::info!(target: "pagesize", "  THP mode: {}", t.mode);
+    match t.pmd_size {
+        Some(p) => log::info!(target: "pagesize", "  THP pagesize: {}", size(p)),
+        None => log::info!(target: "pagesize", "  THP pagesize: unknown"),
+    }
+    log::info!(target: "pagesize", "  THP defrag: {}", t.defrag);
+    if let Some(n) = t.max_ptes_none {
+        log::info!(target: "pagesize", "  khugepaged max_ptes_none: {n}");
+    }
+    if !t.mthp.is_empty() {
+        let list: Vec<String> = t
+            .mthp
+            .iter()
+            .map(|m| {
+                format!(
+                    "{} {} ({})",
+                    format_page_size(m.size as u64),
+                    m.setting,
+                    m.effective
+                )
+            })
+            .collect();
+        log::info!(target: "pagesize", "  mTHP sizes: {}", list.join(", "));
+    }
+    log::info!(target: "pagesize", "Shared memory transparent hugepage (THP) support:");
+    log::info!(target: "pagesize", "  Shared memory THP mode: {}", t.shmem);
+    log::info!(
+        target: "pagesize",
+        "Kernel marks MAP_STACK mappings MADV_NOHUGEPAGE (nh): {} (rtvm does not rely on it)",
+        if kernel_marks_map_stack_nohugepage() { "yes" } else { "no" }
+    );
+    if ergo.policy.mitigated {
+        log::info!(target: "pagesize", "JVM will attempt to prevent THPs in thread stacks.");
+    } else {
+        log::info!(target: "pagesize", "JVM will *not* prevent THPs in thread stacks. This may cause high RSS.");
+    }
+    log::info!(target: "pagesize", "THP stack mitigation: {}", ergo.stack_reason);
+    let z = &ergo.policy.zones;
+    log::info!(
+        target: "pagesize",
+        "Thread stacks: guard zone {}K (red {}K, yellow {}K, reserved {}K), shadow zone {}K, signal stack {}K behind a {}K guard page",
+        z.total() / 1024,
+        z.red / 1024,
+        z.yellow / 1024,
+        z.reserved / 1024,
+        ergo.policy.shadow_zone / 1024,
+        ergo.policy.alt_stack_size / 1024,
+        base_page_size() / 1024
+    );
+    if ergo.thp_heap {
+        log::info!(target: "pagesize", "UseLargePages=1, UseTransparentHugePages=1");
+        log::info!(
+            target: "pagesize",
+            "Large page support enabled. Usable page sizes: {}, {}. Default large page size: {}.",
+            format_page_size(base_page_size() as u64),
+            format_page_size(ergo.heap.page_size as u64),
+            size(ergo.heap.page_size)
+        );
+    } else {
+        log::info!(target: "pagesize", "Large page support disabled.");
+    }
+}

@@ -1,0 +1,657 @@
+//! The logging configuration: outputs, their levels per tag set and their decorators, built
+//! from `-Xlog` options one at a time, in order, with HotSpot's messages.
+//!
+//! `-Xlog[:[selections][:[output][:[decorators][:output-options]]]]`
+
+use log::LevelFilter;
+
+use super::file::{FileOptions, LogFile};
+use super::format::{describe_decorators, parse_decorators, Decorator, DEFAULT_DECORATORS};
+use super::selection::{parse_selection, tag_set_count, Selection};
+use super::tags::{level_name, tag_set_index, tag_set_tags, LEVELS};
+
+/// The most selections one `-Xlog` option may have.
+pub(crate) const MAX_SELECTIONS: usize = 320;
+
+/// Where an output writes.
+#[derive(Debug)]
+pub(crate) enum Dest {
+    Stdout,
+    Stderr,
+    File(Box<LogFile>, FileOptions),
+}
+
+/// One output.
+#[derive(Debug)]
+pub(crate) struct OutputConfig {
+    /// `stdout`, `stderr` or `file=<path>`.
+    pub name: String,
+    pub dest: Dest,
+    pub decorators: Vec<Decorator>,
+    /// The level per tag set, by index into the tag sets.
+    pub levels: Vec<LevelFilter>,
+}
+
+impl OutputConfig {
+    fn new(name: String, dest: Dest, level: LevelFilter) -> OutputConfig {
+        OutputConfig {
+            name,
+            dest,
+            decorators: DEFAULT_DECORATORS.to_vec(),
+            levels: vec![level; tag_set_count()],
+        }
+    }
+}
+
+/// A message about the configuration itself (tag set `logging`), and the outputs it goes to
+/// with the decorators they had when it arose — HotSpot logs it right then.
+#[derive(Clone, Debug)]
+pub(crate) struct Notice {
+    pub level: log::Level,
+    pub text: String,
+    pub to: Vec<(String, Vec<Decorator>)>,
+}
+
+/// A logging configuration.
+#[derive(Debug)]
+pub struct LogConfig {
+    pub(crate) outputs: Vec<OutputConfig>,
+    pub(crate) notices: Vec<Notice>,
+    /// `-Xlog:async`.
+    pub(crate) async_mode: bool,
+    /// The `%t` of file names: the VM's start time.
+    stamp: String,
+}
+
+/// What an `-Xlog` option asks for besides configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum XlogStep {
+    /// Go on.
+    Continue,
+    /// `-Xlog:help`: print the usage and stop.
+    Help,
+}
+
+/// An invalid `-Xlog` option: `details` are logged as `[error][logging]` lines on stdout,
+/// then the VM fails with `Invalid -Xlog option '<option>', see error log for details.`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct XlogError {
+    /// The error lines (none for a malformed `-Xlog...` word).
+    pub details: Vec<String>,
+    /// The option as given.
+    pub option: String,
+}
+
+impl XlogError {
+    /// The message HotSpot prints on stderr.
+    pub fn message(&self) -> String {
+        format!(
+            "Invalid -Xlog option '{}', see error log for details.\n",
+            self.option
+        )
+    }
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig::new()
+    }
+}
+
+impl LogConfig {
+    /// HotSpot's default: warnings and errors of every tag set to stdout; stderr off.
+    pub fn new() -> LogConfig {
+        let t = rtvm_os_linux::system::calendar_now(false);
+        LogConfig {
+            outputs: vec![
+                OutputConfig::new("stdout".into(), Dest::Stdout, LevelFilter::Warn),
+                OutputConfig::new("stderr".into(), Dest::Stderr, LevelFilter::Off),
+            ],
+            notices: Vec::new(),
+            async_mode: false,
+            stamp: format!(
+                "{:04}-{:02}-{:02}_{:02}-{:02}-{:02}",
+                t.year, t.month, t.day, t.hour, t.minute, t.second
+            ),
+        }
+    }
+
+    /// The most verbose level any output enables for `tag_set` (`os+thread`).
+    #[cfg(any(test, feature = "testing"))]
+    pub fn level_for(&self, tag_set: &str) -> LevelFilter {
+        let Some(i) = tag_set_index(tag_set) else {
+            return LevelFilter::Off;
+        };
+        self.outputs
+            .iter()
+            .map(|o| o.levels[i])
+            .max()
+            .unwrap_or(LevelFilter::Off)
+    }
+
+    /// The most verbose level enabled anywhere.
+    pub(crate) fn max_level(&self) -> LevelFilter {
+        self.outputs
+            .iter()
+            .flat_map(|o| o.levels.iter().copied())
+            .max()
+            .unwrap_or(LevelFilter::Off)
+    }
+
+    /// Records a `logging` message for the outputs that show it now.
+    fn notice(&mut self, level: log::Level, text: String) {
+        let logging = tag_set_index("logging").unwrap_or(0);
+        let to = self
+            .outputs
+            .iter()
+            .filter(|o| level <= o.levels[logging])
+            .map(|o| (o.name.clone(), o.decorators.clone()))
+            .collect();
+        self.notices.push(Notice { level, text, to });
+    }
+
+    /// Applies one `-Xlog` option (as given: `-Xlog`, `-Xlog:gc=debug:file=gc.log`, ...).
+    pub fn apply(&mut self, option: &str) -> Result<XlogStep, XlogError> {
+        let err = |details: Vec<String>| XlogError {
+            details,
+            option: option.to_owned(),
+        };
+        let rest = match option.strip_prefix("-Xlog") {
+            Some("") => {
+                self.configure(
+                    "stdout",
+                    Some(DEFAULT_DECORATORS.to_vec()),
+                    &[Selection::all(LevelFilter::Info)],
+                    None,
+                )
+                .map_err(|d| err(vec![d]))?;
+                return Ok(XlogStep::Continue);
+            }
+            Some(r) => r.strip_prefix(':').ok_or_else(|| err(Vec::new()))?,
+            None => return Err(err(Vec::new())),
+        };
+        match rest {
+            "help" => return Ok(XlogStep::Help),
+            "disable" => {
+                self.disable();
+                return Ok(XlogStep::Continue);
+            }
+            "async" => {
+                self.async_mode = true;
+                return Ok(XlogStep::Continue);
+            }
+            _ => {}
+        }
+        let (fields, excess) = split_fields(rest).map_err(|d| err(vec![d]))?;
+        if let Some(excess) = excess {
+            self.notice(
+                log::Level::Warn,
+                format!("Ignoring excess -Xlog options: \"{excess}\""),
+            );
+        }
+        let what = fields.first().copied().unwrap_or("");
+        let output = fields.get(1).copied().unwrap_or("");
+        let decorators = fields.get(2).copied().unwrap_or("");
+        let options = fields.get(3).copied().filter(|o| !o.is_empty());
+
+        let what = if what.is_empty() { "all" } else { what };
+        let texts: Vec<&str> = what.split(',').collect();
+        if texts.len() > MAX_SELECTIONS {
+            return Err(err(vec![format!(
+                "Can not have more than {MAX_SELECTIONS} log selections in a single configuration."
+            )]));
+        }
+        let mut selections = Vec::with_capacity(texts.len());
+        for t in texts {
+            selections.push(parse_selection(t).map_err(|d| err(vec![d]))?);
+        }
+        for s in &selections {
+            if s.tag_sets_selected() == 0 {
+                let mut w = format!("No tag set matches selection: {}. ", s.describe_tags());
+                let suggestions = s.suggestions();
+                if !suggestions.is_empty() {
+                    w.push_str(&format!(
+                        "Did you mean any of the following? {}",
+                        suggestions.join(" ")
+                    ));
+                }
+                self.notice(log::Level::Warn, w);
+            }
+        }
+        let decorators = parse_decorators(decorators).map_err(|d| err(vec![d]))?;
+        let name = output_name(output).map_err(|d| err(vec![d]))?;
+        self.configure(&name, Some(decorators), &selections, options)
+            .map_err(|d| {
+                err(vec![
+                    d,
+                    format!(
+                        "Initialization of output '{name}' using options '{}' failed.",
+                        options.unwrap_or("(null)")
+                    ),
+                ])
+            })?;
+        Ok(XlogStep::Continue)
+    }
+
+    /// Applies `selections` (and decorators) to the output `name`, creating a file output if
+    /// it does not exist yet.
+    fn configure(
+        &mut self,
+        name: &str,
+        decorators: Option<Vec<Decorator>>,
+        selections: &[Selection],
+        options: Option<&str>,
+    ) -> Result<(), String> {
+        let name = self.expand(name);
+        let index = match self.outputs.iter().position(|o| o.name == name) {
+            Some(i) => {
+                if options.is_some() {
+                    // Logged with the output's new decorators, after the change, as HotSpot does.
+                    self.apply_to(i, decorators, selections);
+                    self.notice(
+                        log::Level::Warn,
+                        "Output options for existing outputs are ignored.".into(),
+                    );
+                    return Ok(());
+                }
+                i
+            }
+            None => {
+                let path = name.strip_prefix("file=").unwrap_or(&name).to_owned();
+                let file_options = match options {
+                    Some(o) => FileOptions::parse(o)?,
+                    None => FileOptions::default(),
+                };
+                let file = LogFile::open(&path, file_options)?;
+                self.outputs.push(OutputConfig::new(
+                    name.clone(),
+                    Dest::File(Box::new(file), file_options),
+                    LevelFilter::Off,
+                ));
+                self.outputs.len() - 1
+            }
+        };
+        self.apply_to(index, decorators, selections);
+        Ok(())
+    }
+
+    fn apply_to(
+        &mut self,
+        index: usize,
+        decorators: Option<Vec<Decorator>>,
+        selections: &[Selection],
+    ) {
+        let output = &mut self.outputs[index];
+        if let Some(d) = decorators {
+            output.decorators = d;
+        }
+        for (i, tags) in tag_set_tags().iter().enumerate() {
+            if let Some(s) = selections.iter().rev().find(|s| s.selects(tags)) {
+                output.levels[i] = s.level;
+            }
+        }
+    }
+
+    /// `-Xlog:disable`: every output off, file outputs closed.
+    fn disable(&mut self) {
+        self.outputs.retain(|o| !matches!(o.dest, Dest::File(..)));
+        for o in &mut self.outputs {
+            o.levels.fill(LevelFilter::Off);
+        }
+    }
+
+    /// Expands `%p` and `%t` in a file output's name.
+    fn expand(&self, name: &str) -> String {
+        if !name.starts_with("file=") {
+            return name.to_owned();
+        }
+        name.replace("%p", &std::process::id().to_string())
+            .replace("%t", &self.stamp)
+    }
+
+    /// The configuration dump of `-Xlog:logging`: one line per output,
+    /// ` #0: stdout all=warning,logging=info uptime,level,tags`.
+    pub(crate) fn describe(&self) -> Vec<String> {
+        self.outputs
+            .iter()
+            .enumerate()
+            .map(|(i, o)| {
+                let mut line = format!(
+                    " #{i}: {} {} {}",
+                    o.name,
+                    config_string(&o.levels),
+                    describe_decorators(&o.decorators)
+                );
+                if let Dest::File(_, options) = &o.dest {
+                    line.push_str(&format!(
+                        " {},async={}",
+                        options.describe(),
+                        self.async_mode
+                    ));
+                }
+                line
+            })
+            .collect()
+    }
+}
+
+/// Splits the text after `-Xlog:` at colons outside quotes into at most four fields; returns
+/// the rest after a fourth colon as "excess".
+fn split_fields(rest: &str) -> Result<(Vec<&str>, Option<&str>), String> {
+    let mut fields = Vec::new();
+    let mut start = 0;
+    let bytes = rest.as_bytes();
+    let mut i = 0;
+    while i <= bytes.len() {
+        if fields.len() == 4 {
+            return Ok((fields, Some(&rest[start..])));
+        }
+        match bytes.get(i) {
+            Some(b'"') => match rest[i + 1..].find('"') {
+                Some(end) => i += end + 2,
+                None => {
+                    return Err(format!(
+                        "Missing terminating quote in -Xlog option '{}'",
+                        &rest[start..]
+                    ))
+                }
+            },
+            Some(b':') => {
+                fields.push(&rest[start..i]);
+                start = i + 1;
+                i += 1;
+            }
+            Some(_) => i += 1,
+            None => {
+                fields.push(&rest[start..]);
+                break;
+            }
+        }
+    }
+    Ok((fields, None))
+}
+
+/// The output an output field names: `stdout`, `stderr` or `file=<name>` (a bare name is a
+/// file; quotes around the whole name are removed).
+fn output_name(field: &str) -> Result<String, String> {
+    match field {
+        "" | "stdout" => return Ok("stdout".into()),
+        "stderr" => return Ok("stderr".into()),
+        _ => {}
+    }
+    let quote = field.find('"');
+    let equals = field.find('=').filter(|&e| quote.is_none_or(|q| e < q));
+    let (prefix, name) = match equals {
+        Some(e) => field.split_at(e + 1),
+        None => ("file=", field),
+    };
+    let name = match quote {
+        None => name,
+        Some(_) => {
+            let inner = name.strip_prefix('"').and_then(|n| n.strip_suffix('"'));
+            match inner {
+                Some(inner) if !inner.contains('"') => inner,
+                _ if name.matches('"').count() == 1 => {
+                    return Err(
+                        "Output name has opening quote but is missing a terminating quote.".into(),
+                    )
+                }
+                _ => return Err(
+                    "Output name can not be partially quoted. Either surround the whole name with quotation marks, or do not use quotation marks at all."
+                        .into(),
+                ),
+            }
+        }
+    };
+    let full = format!("{prefix}{name}");
+    if !full.starts_with("file=") {
+        return Err(format!("Unsupported log output type: {full}"));
+    }
+    Ok(full)
+}
+
+/// The shortest description of an output's levels: `all=<most common level>`, then, greedily,
+/// the selections that fix the most tag sets at their level without touching others (fewer
+/// tags first among equals).
+fn config_string(levels: &[LevelFilter]) -> String {
+    let sets = tag_set_tags();
+    // The most common level; among equals the first in HotSpot's order (off first).
+    let count = |l: LevelFilter| levels.iter().filter(|x| **x == l).count();
+    let mut common = LevelFilter::Off;
+    for (_, l) in LEVELS {
+        if count(l) > count(common) {
+            common = l;
+        }
+    }
+    let mut parts = vec![format!("all={}", level_name(common))];
+    let mut deviating: Vec<usize> = (0..sets.len()).filter(|&i| levels[i] != common).collect();
+    // Candidates: every tag set exactly, and every subset of its tags with a wildcard.
+    let mut candidates: Vec<Selection> = Vec::new();
+    for &i in &deviating {
+        let tags = &sets[i];
+        for mask in 1u32..(1 << tags.len()) {
+            let subset: Vec<&'static str> = tags
+                .iter()
+                .enumerate()
+                .filter(|(b, _)| mask & (1 << b) != 0)
+                .map(|(_, t)| *t)
+                .collect();
+            for wildcard in [false, true] {
+                if !wildcard && subset.len() != tags.len() {
+                    continue;
+                }
+                let s = Selection {
+                    tags: subset.clone(),
+                    wildcard,
+                    level: levels[i],
+                };
+                if !candidates.contains(&s) {
+                    candidates.push(s);
+                }
+            }
+        }
+    }
+    while !deviating.is_empty() {
+        let mut best: Option<(i64, &Selection)> = None;
+        for c in &candidates {
+            let gained = deviating
+                .iter()
+                .filter(|&&i| c.selects(&sets[i]) && levels[i] == c.level)
+                .count() as i64;
+            if gained == 0 || best.is_some_and(|(b, _)| gained < b) {
+                continue;
+            }
+            let wrong = sets
+                .iter()
+                .enumerate()
+                .filter(|(i, s)| c.selects(s) && levels[*i] != c.level)
+                .count() as i64;
+            let score = gained - wrong;
+            let better = match best {
+                None => score > 0,
+                Some((b, bs)) => score > b || (score == b && c.tags.len() < bs.tags.len()),
+            };
+            if better {
+                best = Some((score, c));
+            }
+        }
+        let Some((_, chosen)) = best else {
+            // Nothing covers without side effects: name the remaining tag sets exactly.
+            for &i in &deviating {
+                parts.push(format!("{}={}", sets[i].join("+"), level_name(levels[i])));
+            }
+            break;
+        };
+        parts.push(format!(
+            "{}={}",
+            chosen.describe_tags(),
+            level_name(chosen.level)
+        ));
+        let chosen = chosen.clone();
+        deviating.retain(|&i| !(chosen.selects(&sets[i]) && levels[i] == chosen.level));
+        candidates.retain(|c| c != &chosen);
+    }
+    parts.join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(options: &[&str]) -> Result<LogConfig, XlogError> {
+        let mut c = LogConfig::new();
+        for o in options {
+            c.apply(o)?;
+        }
+        Ok(c)
+    }
+
+    fn error(option: &str) -> Vec<String> {
+        config(&[option]).unwrap_err().details
+    }
+
+    #[test]
+    fn selections_and_levels() {
+        let c = config(&["-Xlog:os"]).unwrap();
+        assert_eq!(c.level_for("os"), LevelFilter::Info);
+        assert_eq!(
+            c.level_for("os+thread"),
+            LevelFilter::Warn,
+            "exact match only"
+        );
+        let c = config(&["-Xlog:OS*=DEBUG"]).unwrap();
+        assert_eq!(c.level_for("os+thread"), LevelFilter::Debug);
+        let c = config(&["-Xlog:all=debug", "-Xlog:pagesize=off"]).unwrap();
+        assert_eq!(c.level_for("pagesize"), LevelFilter::Off);
+        assert_eq!(c.level_for("os"), LevelFilter::Debug);
+        let c = config(&["-Xlog"]).unwrap();
+        assert_eq!(c.level_for("gc+heap"), LevelFilter::Info);
+        let c = config(&["-Xlog:"]).unwrap();
+        assert_eq!(c.level_for("gc+heap"), LevelFilter::Info);
+        let c = config(&["-Xlog:os=debug,os=info"]).unwrap();
+        assert_eq!(
+            c.level_for("os"),
+            LevelFilter::Info,
+            "the last selection wins"
+        );
+        let c = config(&["-Xlog:disable", "-Xlog:pagesize:stderr"]).unwrap();
+        assert_eq!(c.level_for("pagesize"), LevelFilter::Info);
+        assert_eq!(c.level_for("os"), LevelFilter::Off);
+    }
+
+    #[test]
+    fn errors_match_hotspot() {
+        assert_eq!(
+            error("-Xlog:os:foo=bar"),
+            ["Unsupported log output type: foo=bar"]
+        );
+        assert_eq!(
+            error("-Xlog:os:file=\"q.log"),
+            ["Missing terminating quote in -Xlog option 'file=\"q.log'"]
+        );
+        assert_eq!(
+            error("-Xlog:gc:file=a\"b\".log"),
+            ["Output name can not be partially quoted. Either surround the whole name with quotation marks, or do not use quotation marks at all."]
+        );
+        let dir = std::env::temp_dir().join(format!("rtvm-xlog-cfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let q = dir.join("q.log");
+        assert_eq!(
+            error(&format!("-Xlog:os:file={}::filecount=x", q.display())),
+            [
+                "Invalid option: filecount must be in range [0, 1000]".to_string(),
+                format!(
+                    "Initialization of output 'file={}' using options 'filecount=x' failed.",
+                    q.display()
+                )
+            ]
+        );
+        assert_eq!(
+            error("-Xlog:os:file=/nonexistent/q.log"),
+            [
+                "Error opening log file '/nonexistent/q.log': No such file or directory",
+                "Initialization of output 'file=/nonexistent/q.log' using options '(null)' failed."
+            ]
+        );
+        let many = format!("-Xlog:{}", vec!["os"; 321].join(","));
+        assert_eq!(
+            error(&many),
+            ["Can not have more than 320 log selections in a single configuration."]
+        );
+        config(&[&format!("-Xlog:{}", vec!["os"; 320].join(","))]).unwrap();
+        let e = config(&["-Xlogfoo"]).unwrap_err();
+        assert!(e.details.is_empty());
+        assert_eq!(
+            e.message(),
+            "Invalid -Xlog option '-Xlogfoo', see error log for details.\n"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn notices() {
+        let c = config(&["-Xlog:os:stdout:uptime:foo:bar"]).unwrap();
+        let texts: Vec<_> = c.notices.iter().map(|n| n.text.as_str()).collect();
+        assert_eq!(
+            texts,
+            [
+                "Ignoring excess -Xlog options: \"bar\"",
+                "Output options for existing outputs are ignored."
+            ]
+        );
+        assert_eq!(c.notices[0].to[0].1, DEFAULT_DECORATORS.to_vec());
+        assert_eq!(
+            c.notices[1].to[0].1,
+            vec![Decorator::Uptime],
+            "after the change"
+        );
+        let c = config(&["-Xlog:gc+pagesize:stderr"]).unwrap();
+        assert_eq!(
+            c.notices[0].text,
+            "No tag set matches selection: gc+pagesize. Did you mean any of the following? gc* pagesize gc+ref* gc+director gc+compaction"
+        );
+        assert_eq!(
+            c.notices[0].to[0].0, "stdout",
+            "logged where warnings went then"
+        );
+    }
+
+    #[test]
+    fn output_names() {
+        assert_eq!(output_name("").unwrap(), "stdout");
+        assert_eq!(
+            output_name("STDOUT").unwrap(),
+            "file=STDOUT",
+            "names are case-sensitive"
+        );
+        assert_eq!(output_name("\"stdout\"").unwrap(), "file=stdout");
+        assert_eq!(output_name("\"file=x.log\"").unwrap(), "file=file=x.log");
+        assert_eq!(output_name("file=\"a b.log\"").unwrap(), "file=a b.log");
+    }
+
+    #[test]
+    fn configuration_dump() {
+        let c = config(&["-Xlog:logging=debug"]).unwrap();
+        assert_eq!(
+            c.describe(),
+            [
+                " #0: stdout all=warning,logging=debug uptime,level,tags",
+                " #1: stderr all=off uptime,level,tags"
+            ]
+        );
+        let c = config(&["-Xlog:gc*=trace,pagesize=off:stderr:none"]).unwrap();
+        assert_eq!(c.describe()[1], " #1: stderr all=off,gc*=trace none");
+        let c = config(&["-Xlog:gc", "-Xlog:logging=debug"]).unwrap();
+        assert_eq!(
+            c.describe()[0],
+            " #0: stdout all=warning,logging=debug,gc=info uptime,level,tags"
+        );
+        let c = config(&["-Xlog"]).unwrap();
+        assert_eq!(c.describe()[0], " #0: stdout all=info uptime,level,tags");
+        let c = config(&["-Xlog:disable", "-Xlog:logging"]).unwrap();
+        assert_eq!(
+            c.describe()[0],
+            " #0: stdout all=off,logging=info uptime,level,tags"
+        );
+    }
+}
