@@ -16,7 +16,7 @@
 //! one is reported before a later bad option, and `-Xlog:help` before a later error.
 
 use crate::error::ArgError;
-use crate::optfile::{tokenize_options, tokenize_settings};
+use crate::optfile::{read_options_file, read_settings_file, tokenize_options, tokenize_settings};
 use crate::similarity::{similarity, SUGGESTION_THRESHOLD};
 use crate::value::{parse_unsigned, K, M};
 use crate::{find_index, flag, FlagType, Settings, Source, Value, FLAGS};
@@ -112,7 +112,7 @@ pub fn parse(
                 &format!("Picked up {}: {}\n", env.name, env.value),
             );
             let tokens = tokenize_options(env.value, env.name)?;
-            expand_options_files(tokens, env.name)?
+            expand_options_files(tokens, &format!("env_var='{}'", env.name))?
         }
         _ => Vec::new(),
     };
@@ -156,8 +156,7 @@ pub fn parse(
     }
 
     if let Some(path) = settings_file {
-        let text = std::fs::read_to_string(&path)
-            .map_err(|_| ArgError::file(format!("Could not open settings file {path}\n")))?;
+        let text = read_settings_file(&path)?;
         for token in tokenize_settings(&text) {
             parser.process_xx(&token, Source::ConfigFile)?;
         }
@@ -187,13 +186,21 @@ fn expand_options_files(args: Vec<String>, container: &str) -> Result<Vec<String
         return Ok(args);
     }
     let mut out = Vec::with_capacity(args.len());
+    let mut seen: Option<String> = None;
     for arg in args {
         let Some(path) = arg.strip_prefix("-XX:VMOptionsFile=") else {
             out.push(arg);
             continue;
         };
-        let text = std::fs::read_to_string(path)
-            .map_err(|_| ArgError::file(format!("Could not open options file '{path}'\n")))?;
+        if let Some(first) = &seen {
+            return Err(ArgError::file(format!(
+                "The option '{first}' is already specified in the options container \
+                 '{container}' so the specification of '{arg}' in the same options container \
+                 is an error.\n"
+            )));
+        }
+        seen = Some(arg.clone());
+        let text = read_options_file(path)?;
         let tokens = tokenize_options(&text, path)?;
         if tokens.iter().any(|t| t.starts_with("-XX:VMOptionsFile")) {
             return Err(ArgError::file(format!(

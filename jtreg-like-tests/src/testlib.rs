@@ -161,6 +161,35 @@ impl ProcessTools {
         })
     }
 
+    /// Runs a command like [`execute`](ProcessTools::execute), but kills it (and fails) if it
+    /// has not ended within `limit`: for checks that something ends promptly, not only that
+    /// it ends.
+    pub fn execute_within(
+        command: Command,
+        limit: std::time::Duration,
+    ) -> Result<OutputAnalyzer, TestFailure> {
+        let start = std::time::Instant::now();
+        let mut running = Self::start(command)?;
+        loop {
+            match running.child.try_wait() {
+                Ok(Some(_)) => break,
+                Ok(None) if start.elapsed() > limit => {
+                    let _ = running.child.kill();
+                    let out = running.finish()?;
+                    return Err(out.fail(format!(
+                        "did not end within {limit:?} (killed after {:?})",
+                        start.elapsed()
+                    )));
+                }
+                Ok(None) => std::thread::sleep(std::time::Duration::from_millis(10)),
+                Err(e) => return Err(TestFailure(format!("waiting: {e}"))),
+            }
+        }
+        let out = running.finish()?;
+        println!("ended after {:?}", start.elapsed());
+        Ok(out)
+    }
+
     /// `create_test_vm` + `execute`.
     pub fn execute_test_vm(args: &[&str]) -> Result<OutputAnalyzer, TestFailure> {
         Self::execute(Self::create_test_vm(args))

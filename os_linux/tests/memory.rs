@@ -183,3 +183,57 @@ fn naming_is_best_effort() {
     }
     r.commit(0, MIB).unwrap();
 }
+
+/// Addresses the kernel may have handed to someone else after a failed remap are refused by
+/// every later operation, and left alone on drop.
+#[test]
+#[serial]
+fn operations_over_a_lost_range_are_refused() {
+    let page = rtvm_os_linux::base_page_size();
+    let mut r = Reservation::reserve(16 * page, 0).unwrap();
+    r.commit(0, 8 * page).unwrap();
+    r.lose_range_for_test(4 * page, 4 * page).unwrap();
+    let lost = |e: rtvm_os_linux::OsError| assert_eq!(e.errno, Errno::EFAULT, "{e}");
+    lost(r.commit(4 * page, page).unwrap_err());
+    lost(r.commit(2 * page, 4 * page).unwrap_err());
+    lost(r.uncommit(4 * page, page).unwrap_err());
+    lost(
+        r.protect(4 * page, page, rtvm_os_linux::Protection::Read)
+            .unwrap_err(),
+    );
+    lost(
+        r.pretouch(4 * page, page, &rtvm_os_linux::PretouchRequest::default())
+            .unwrap_err(),
+    );
+    lost(
+        r.advise(4 * page, page, rtvm_os_linux::HugePageAdvice::NoHugePage)
+            .unwrap_err(),
+    );
+    lost(r.resident_bytes(4 * page, page).unwrap_err());
+    assert!(r.atomic_words(4 * page, 8).is_none());
+    // The rest still works.
+    r.commit(8 * page, page).unwrap();
+    r.uncommit(0, page).unwrap();
+    // Someone else maps the lost addresses; dropping the reservation leaves them alone.
+    let other = r.base() + 4 * page;
+    // SAFETY: MAP_FIXED_NOREPLACE onto the hole the test made; refused if anything is there.
+    let got = unsafe {
+        libc::mmap(
+            other as *mut libc::c_void,
+            page,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE,
+            -1,
+            0,
+        )
+    };
+    assert_eq!(got as usize, other);
+    drop(r);
+    assert_eq!(
+        maps_in(other, other + page).len(),
+        1,
+        "the other mapping survived"
+    );
+    // SAFETY: the page mapped above.
+    unsafe { libc::munmap(got, page) };
+}

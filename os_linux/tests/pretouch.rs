@@ -221,23 +221,34 @@ fn madv_nohugepage_refuses_collapse_while_unadvised_memory_collapses() {
     }
 }
 
+/// `EINVAL` (a kernel before 5.14), `EPERM` (a seccomp profile that refuses advice it does
+/// not know) and `ENOSYS` all mean "this process cannot use the primitive": before the probe
+/// and after it, the fallback makes every page resident and the switch is remembered.
 #[test]
-fn populate_write_einval_falls_back_and_still_populates() {
+fn populate_write_refusals_fall_back_and_still_populate() {
     if let Some(role) = child_role() {
+        let (when, errno) = role.split_once('-').unwrap();
+        let errno = match errno {
+            "einval" => Errno::EINVAL,
+            "eperm" => Errno::EPERM,
+            _ => Errno::ENOSYS,
+        };
         let r = Reservation::reserve(256 * MIB, 0).unwrap();
         r.commit(0, 256 * MIB).unwrap();
-        if role == "deny-before-probe" {
-            rtvm_os_linux::fault::deny_madvise_advice(23, Errno::EINVAL).unwrap();
+        let supported_here = if when == "before" {
+            rtvm_os_linux::fault::deny_madvise_advice(23, errno).unwrap();
             assert!(!populate_write_supported(), "the probe must see the denial");
+            false
         } else {
-            assert!(populate_write_supported());
-            rtvm_os_linux::fault::deny_madvise_advice(23, Errno::EINVAL).unwrap();
-        }
+            let s = populate_write_supported();
+            rtvm_os_linux::fault::deny_madvise_advice(23, errno).unwrap();
+            s
+        };
         let done = r.pretouch(0, 128 * MIB, &request(true)).unwrap();
         assert_eq!(done.primitive, Primitive::AtomicAdd);
         assert_eq!(r.resident_bytes(0, 128 * MIB).unwrap(), 128 * MIB);
-        if role == "deny-after-probe" {
-            assert!(populate_write_disabled(), "the first EINVAL is remembered");
+        if supported_here {
+            assert!(populate_write_disabled(), "the first refusal is remembered");
         }
         let again = r.pretouch(128 * MIB, 128 * MIB, &request(true)).unwrap();
         assert_eq!(again.primitive, Primitive::AtomicAdd);
@@ -245,14 +256,55 @@ fn populate_write_einval_falls_back_and_still_populates() {
         println!("FALLBACK OK");
         return;
     }
-    for role in ["deny-before-probe", "deny-after-probe"] {
-        let out = run_child("populate_write_einval_falls_back_and_still_populates", role);
+    for role in [
+        "before-einval",
+        "after-einval",
+        "before-eperm",
+        "after-eperm",
+        "before-enosys",
+        "after-enosys",
+    ] {
+        let out = run_child("populate_write_refusals_fall_back_and_still_populate", role);
         assert!(
             out.status.success() && String::from_utf8_lossy(&out.stdout).contains("FALLBACK OK"),
             "{role}: {}",
             describe(&out)
         );
     }
+}
+
+/// A caller's mistake is the caller's error: a misaligned pretouch fails with `EINVAL` before
+/// any system call, and the next aligned one still uses `MADV_POPULATE_WRITE`.
+#[test]
+fn misaligned_pretouch_is_an_error_not_a_kernel_verdict() {
+    if child_role().is_some() {
+        let r = Reservation::reserve(16 * MIB, 0).unwrap();
+        r.commit(0, 16 * MIB).unwrap();
+        let expected = rtvm_os_linux::pretouch::primitive_for(&request(true));
+        for (offset, len) in [(1, 8192), (4096, 100), (0, 0)] {
+            assert_eq!(
+                r.pretouch(offset, len, &request(true)).unwrap_err().errno,
+                Errno::EINVAL
+            );
+        }
+        // SAFETY: the arguments are rejected before the memory is touched.
+        let raw =
+            unsafe { rtvm_os_linux::pretouch::pretouch_range(r.base() + 1, 8192, &request(true)) };
+        assert_eq!(raw.unwrap_err().errno, Errno::EINVAL);
+        assert!(!populate_write_disabled(), "the latch was not tripped");
+        let done = r.pretouch(0, 4 * MIB, &request(true)).unwrap();
+        assert_eq!(
+            done.primitive, expected,
+            "the primitive in use is unchanged"
+        );
+        println!("PRIMITIVE {}", done.primitive);
+        return;
+    }
+    let out = run_child(
+        "misaligned_pretouch_is_an_error_not_a_kernel_verdict",
+        "misaligned",
+    );
+    assert!(out.status.success(), "{}", describe(&out));
 }
 
 #[test]

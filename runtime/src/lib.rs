@@ -49,7 +49,7 @@ pub use output::{Output, Stream};
 pub use threads::{
     StackBounds, StackPolicy, ThreadError, ThreadInfo, ThreadKind, ThreadState, VmState, VmThread,
 };
-pub use vm::{version_text, ThreadBuilder, Vm};
+pub use vm::{version_text, ThreadBuilder, Vm, VmHandle};
 pub use workers::{GangTask, TaskHandle, TaskPanicked, WorkerGang};
 
 /// The flag values a VM runs with ([`Vm::flags`]): typed handles and values.

@@ -59,15 +59,18 @@ impl IdleGate {
 
     /// Releases the gate when the returned guard goes, on every path out of the caller —
     /// an early `?` return or a panic included — so no parked thread outlives it.
+    #[cfg(feature = "testing")]
     pub fn release_on_drop(self: &Arc<Self>) -> ReleaseOnDrop {
         ReleaseOnDrop(Arc::clone(self))
     }
 }
 
 /// See [`IdleGate::release_on_drop`].
+#[cfg(feature = "testing")]
 #[derive(Debug)]
 pub struct ReleaseOnDrop(Arc<IdleGate>);
 
+#[cfg(feature = "testing")]
 impl Drop for ReleaseOnDrop {
     fn drop(&mut self) {
         self.0.release();

@@ -107,20 +107,44 @@ struct VmInner {
     process: Mutex<Option<ProcessState>>,
 }
 
-/// A running VM. `Send + Sync`: share it (in an `Arc`) with the threads that use it; every
-/// method may be called from any thread, including VM threads — except that
-/// [`shutdown`](Vm::shutdown) refuses to run on one of the VM's own threads.
+/// The VM, owned: [`Vm::create`] makes it, [`Vm::shutdown`] (or dropping it) tears it
+/// down. Everything else a VM does is on [`VmHandle`], which `Vm` dereferences to.
+///
+/// `Vm` is `Send + Sync`; every method may be called from any thread, VM threads included —
+/// except that [`shutdown`](Vm::shutdown) refuses to run on one of the VM's own threads.
 pub struct Vm {
+    handle: VmHandle,
+}
+
+/// A shared handle to a VM: `Clone + Send + Sync + 'static`, for the threads that use the
+/// VM — start threads, allocate, expand the heap — while the [`Vm`] owner decides when it
+/// ends. After the shutdown a handle still answers (no thread starts; the heap stays mapped
+/// while a handle holds it).
+#[derive(Clone)]
+pub struct VmHandle {
     inner: Arc<VmInner>,
 }
 
-impl fmt::Debug for Vm {
+impl fmt::Debug for VmHandle {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Vm")
             .field("state", &self.state())
             .field("heap", &self.inner.heap.stats())
             .field("threads", &self.inner.registry.count())
             .finish()
+    }
+}
+
+impl fmt::Debug for Vm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.handle.fmt(f)
+    }
+}
+
+impl std::ops::Deref for Vm {
+    type Target = VmHandle;
+    fn deref(&self) -> &VmHandle {
+        &self.handle
     }
 }
 
@@ -233,17 +257,19 @@ impl Vm {
         let heap =
             Arc::new(Heap::reserve_and_commit(ergo.heap.clone()).map_err(heap_create_error)?);
         let vm = Vm {
-            inner: Arc::new(VmInner {
-                gang,
-                heap,
-                registry,
-                flags,
-                policy: ergo.policy,
-                pages,
-                start,
-                output,
-                process: Mutex::new(Some(process)),
-            }),
+            handle: VmHandle {
+                inner: Arc::new(VmInner {
+                    gang,
+                    heap,
+                    registry,
+                    flags,
+                    policy: ergo.policy,
+                    pages,
+                    start,
+                    output,
+                    process: Mutex::new(Some(process)),
+                }),
+            },
         };
         // Any failure from here on drops `vm` quietly: workers stopped, memory unmapped,
         // handlers and logger given back — no NMT report, no shutdown messages.
@@ -283,6 +309,26 @@ impl Vm {
         Ok(vm)
     }
 
+    /// A shared handle to this VM, for threads that start threads or allocate.
+    pub fn handle(&self) -> VmHandle {
+        self.handle.clone()
+    }
+
+    /// Shuts the VM down (see the module documentation): waits for a background pretouch and
+    /// for every application thread — including threads they start meanwhile — joins them,
+    /// prints the NMT report if asked, stops the workers, and gives back the signal handlers,
+    /// the logger and the one-VM slot. The heap stays mapped until the `Vm` (and every
+    /// handle) is dropped.
+    ///
+    /// Runs once: later calls (and `Drop`) return `Ok(())`; a call during another thread's
+    /// shutdown waits for it. On one of the VM's own threads it refuses
+    /// ([`ShutdownError::OnVmThread`]) and changes nothing.
+    pub fn shutdown(&self) -> Result<(), ShutdownError> {
+        self.inner.shutdown()
+    }
+}
+
+impl VmHandle {
     /// The lifecycle phase.
     pub fn state(&self) -> VmState {
         self.inner.registry.state()
@@ -373,18 +419,6 @@ impl Vm {
     pub fn native_memory_summary(&self) -> Option<NmtSummary> {
         self.inner.native_memory_summary()
     }
-
-    /// Shuts the VM down (see the module documentation): waits for a background pretouch and
-    /// for every application thread — including threads they start meanwhile — joins them,
-    /// prints the NMT report if asked, stops the workers, and gives back the signal handlers,
-    /// the logger and the one-VM slot. The heap stays mapped until the `Vm` is dropped.
-    ///
-    /// Runs once: later calls (and `Drop`) return `Ok(())`; a call during another thread's
-    /// shutdown waits for it. On one of the VM's own threads it refuses
-    /// ([`ShutdownError::OnVmThread`]) and changes nothing.
-    pub fn shutdown(&self) -> Result<(), ShutdownError> {
-        self.inner.shutdown()
-    }
 }
 
 impl VmInner {
@@ -470,7 +504,7 @@ impl Drop for Vm {
 /// Builds a VM thread.
 #[derive(Debug)]
 pub struct ThreadBuilder<'vm> {
-    vm: &'vm Vm,
+    vm: &'vm VmHandle,
     name: String,
     kind: ThreadKind,
     stack_size: Option<usize>,
@@ -478,7 +512,8 @@ pub struct ThreadBuilder<'vm> {
 }
 
 impl ThreadBuilder<'_> {
-    /// The thread's kind (default: [`ThreadKind::Java`]).
+    /// The thread's kind (default: [`ThreadKind::Java`]; [`ThreadKind::Worker`] is the
+    /// gang's own and refused).
     pub fn kind(mut self, kind: ThreadKind) -> Self {
         self.kind = kind;
         self
@@ -503,6 +538,17 @@ impl ThreadBuilder<'_> {
     }
 
     pub(crate) fn spawn_body(self, body: Body) -> Result<VmThread, ThreadError> {
+        if self.kind == ThreadKind::Worker {
+            // Workers belong to the gang, which the shutdown stops; a thread of the
+            // embedder's is an application thread (Java or Vm), which the shutdown waits for.
+            return Err(ThreadError::Start {
+                message: format!(
+                    "Failed to start thread \"{}\" - ThreadKind::Worker is reserved for the VM's worker gang",
+                    self.name
+                ),
+                errno: rtvm_os_linux::Errno::EINVAL,
+            });
+        }
         let inner = &self.vm.inner;
         threads::spawn(
             &inner.registry,

@@ -8,6 +8,15 @@
  */
 
 /*
+ * @test id=eperm
+ * @summary A seccomp profile that answers EPERM for advice it does not know: the VM starts,
+ *          says why it touches pages instead, and the heap is fully resident (before the fix
+ *          every -XX:+AlwaysPreTouch creation failed)
+ * @requires os.family == "linux"
+ * @run driver TestPretouchFaults eperm
+ */
+
+/*
  * @test id=flag
  * @summary -XX:-UseMadvPopulateWrite forces the fallback; the heap is fully resident
  * @requires os.family == "linux"
@@ -55,6 +64,13 @@ pub fn main(vm: &Vm, args: &[String]) -> TestResult {
             a.extend(["TestPretouchFaults", "report"]);
             let out = child(&a, Some("23:22"))?;
             out.should_contain("MADV_POPULATE_WRITE: not usable (madvise returned Invalid argument)")?;
+            expect_fallback(&out)
+        }
+        Some("eperm") => {
+            let mut a = HEAP.to_vec();
+            a.extend(["TestPretouchFaults", "report"]);
+            let out = child(&a, Some("23:1"))?;
+            out.should_contain("MADV_POPULATE_WRITE: not usable (madvise returned Operation not permitted); pretouch will touch every page")?;
             expect_fallback(&out)
         }
         Some("flag") => {
