@@ -510,6 +510,7 @@ impl Reservation {
     /// pretouch may run at the same time). `None` unless the range is published read-write
     /// memory, 8-byte aligned and a whole number of words. Inside the published range that
     /// starts at offset 0 this takes no lock: one atomic load.
+    #[inline]
     pub fn atomic_words(&self, offset: usize, len: usize) -> Option<&[AtomicU64]> {
         let end = offset.checked_add(len)?;
         if !offset.is_multiple_of(8) || !len.is_multiple_of(8) || end > self.len {

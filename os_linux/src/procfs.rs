@@ -257,6 +257,31 @@ pub fn smaps_overlapping(start: usize, end: usize) -> io::Result<Vec<SmapsEntry>
         .collect())
 }
 
+/// How many base pages of `[start, end)` are present in RAM, per `/proc/self/pagemap` (bit 63
+/// of each page's entry; readable without privileges). The kernel's page-table view, with no
+/// system call on the memory itself: for tests and diagnostics of any address range.
+pub fn present_pages(start: usize, end: usize) -> io::Result<usize> {
+    use std::io::{Read, Seek, SeekFrom};
+    let page = crate::base_page_size();
+    let first = start / page;
+    let last = end.div_ceil(page);
+    let mut file = std::fs::File::open("/proc/self/pagemap")?;
+    file.seek(SeekFrom::Start(first as u64 * 8))?;
+    let mut present = 0;
+    let mut buf = vec![0u8; 8 * 4096];
+    let mut left = last.saturating_sub(first);
+    while left > 0 {
+        let n = left.min(4096);
+        file.read_exact(&mut buf[..n * 8])?;
+        present += buf[..n * 8]
+            .chunks_exact(8)
+            .filter(|e| e[7] & 0x80 != 0)
+            .count();
+        left -= n;
+    }
+    Ok(present)
+}
+
 /// Totals over several smaps entries.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Totals {

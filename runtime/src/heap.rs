@@ -141,10 +141,12 @@ pub struct PretouchReport {
 pub struct Heap {
     reservation: Reservation,
     config: HeapConfig,
-    /// End of the committed part (offset).
+    /// End of the committed part (offset), with [`END_FLAGS`] in the low bits. Written only
+    /// under `expand_lock` (apart from setting `CLAMP_PENDING`).
     committed: AtomicUsize,
-    /// Bump pointer (offset; starts after the nursery).
-    top: AtomicUsize,
+    /// Bump pointer (offset; starts after the nursery), alone on its cache line: every
+    /// allocation writes it, and `committed` (read by every allocation) must not share the line.
+    top: OwnLine,
     /// Serializes expansions.
     expand_lock: Mutex<()>,
     /// The nursery's bump pointer (offset within the nursery), locked for a nursery scope.
@@ -152,6 +154,18 @@ pub struct Heap {
     background: Mutex<Option<BackgroundPretouch>>,
     /// The report of the synchronous initial pretouch, if one ran.
     initial_report: Mutex<Option<PretouchReport>>,
+}
+
+/// An atomic on a cache line of its own (128 bytes: adjacent-line prefetchers pair lines).
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct OwnLine(AtomicUsize);
+
+impl std::ops::Deref for OwnLine {
+    type Target = AtomicUsize;
+    fn deref(&self) -> &AtomicUsize {
+        &self.0
+    }
 }
 
 #[derive(Debug)]
@@ -199,7 +213,7 @@ impl Heap {
         );
         Ok(Heap {
             committed: AtomicUsize::new(config.initial),
-            top: AtomicUsize::new(config.nursery),
+            top: OwnLine(AtomicUsize::new(config.nursery)),
             reservation,
             expand_lock: Mutex::new(()),
             nursery: Mutex::new(0),
@@ -225,7 +239,7 @@ impl Heap {
         self: &Arc<Self>,
         gang: &WorkerGang,
     ) -> Result<Option<PretouchReport>, HeapError> {
-        let len = self.committed.load(Ordering::Acquire);
+        let len = self.committed.load(Ordering::Acquire) & !END_FLAGS;
         if !self.config.pretouch || len == 0 {
             return Ok(None);
         }
@@ -311,26 +325,146 @@ impl Heap {
             .map(|b| (b.task.done.load(Ordering::Relaxed), b.task.len))
     }
 
-    /// Allocates `bytes` (rounded up to 8) from the committed part. `None` when the committed
-    /// part is exhausted: [`expand`](Heap::expand) first.
+    /// Allocates `bytes` (rounded up to 8; `0` is a unique 8-byte block) from the committed
+    /// part, from any thread, without a lock: one `fetch_add` on the heap's top in the common
+    /// case (blocks over 1 MiB: a compare-and-swap loop). `None` when the committed part
+    /// cannot hold the block — as cheap as a success (no system call, never blocking; one
+    /// load once the heap is full): [`expand`](Heap::expand) first. A thread that allocates a
+    /// lot takes a [`Tlab`].
+    ///
+    /// Only when failed allocations race with each other near the end of the committed part
+    /// may the last bytes before the end stay unused until the next expansion.
+    #[inline]
     pub fn allocate(&self, bytes: usize) -> Option<HeapBlock<'_>> {
-        let size = bytes.checked_add(7)? & !7;
+        let size = alloc_size(bytes)?;
+        // The end is read before the claim, and a claim succeeds only inside the end it saw:
+        // that is what makes moving the top back (`fail_claim`, `clamp_top`) safe.
+        let snapshot = self.committed.load(Ordering::Acquire);
+        if snapshot & END_FLAGS == 0 && size <= FETCH_ADD_MAX {
+            let start = self.top.fetch_add(size, Ordering::Relaxed);
+            if start.checked_add(size).is_some_and(|end| end <= snapshot) {
+                return self.block(start, size);
+            }
+            self.fail_claim(start, size, snapshot);
+            return None;
+        }
+        self.allocate_slow(size, snapshot)
+    }
+
+    /// Turns a successful claim into a block. Below the committed end, which is published
+    /// (the snapshot was read with Acquire after the Release that published it).
+    #[inline(always)]
+    fn block(&self, start: usize, size: usize) -> Option<HeapBlock<'_>> {
+        let words = self.reservation.atomic_words(start, size)?;
+        Some(HeapBlock { words })
+    }
+
+    /// A `fetch_add` claim `[start, start+size)` ran past the end `snapshot` and moved the top
+    /// beyond it. With the expansion lock (tried, never waited for): take the claim back if
+    /// nothing was claimed after it and the end has not moved, then clamp. Without it: mark a
+    /// clamp pending, which stops every `fetch_add` until someone clamps. Never blocks.
+    #[cold]
+    #[inline(never)]
+    fn fail_claim(&self, start: usize, size: usize, snapshot: usize) {
+        let Some(_guard) = self.try_expand_lock() else {
+            self.committed.fetch_or(CLAMP_PENDING, Ordering::Relaxed);
+            return;
+        };
+        if self.committed.load(Ordering::Relaxed) & !END_FLAGS == snapshot {
+            // The end is the one the claim saw and cannot move (lock held). Every claim made
+            // after this one started beyond it, so failed; if the top is still this claim's
+            // end, each of them was taken back, and the bytes from `start` are free again.
+            let _ = self.top.compare_exchange(
+                start.wrapping_add(size),
+                start,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
+        }
+        self.clamp_top();
+    }
+
+    /// The expansion lock if it is free (a poisoned lock is still usable: it guards no data).
+    fn try_expand_lock(&self) -> Option<std::sync::MutexGuard<'_, ()>> {
+        match self.expand_lock.try_lock() {
+            Ok(guard) => Some(guard),
+            Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        }
+    }
+
+    /// Blocks over [`FETCH_ADD_MAX`], and any allocation while the heap is full or a clamp is
+    /// pending: clamp if possible, then claim with a compare-and-swap loop that never moves
+    /// the top past the end.
+    #[cold]
+    #[inline(never)]
+    fn allocate_slow(&self, size: usize, mut snapshot: usize) -> Option<HeapBlock<'_>> {
+        if snapshot & CLAMP_PENDING != 0 {
+            // Busy lock: an expansion runs (it clamps when it ends) or another thread clamps.
+            let _guard = self.try_expand_lock()?;
+            self.clamp_top();
+            snapshot = self.committed.load(Ordering::Acquire);
+        }
+        if snapshot & END_FLAGS != 0 {
+            return None;
+        }
         let mut top = self.top.load(Ordering::Relaxed);
         loop {
-            let end = top.checked_add(size)?;
-            if end > self.committed.load(Ordering::Acquire) {
-                return None;
-            }
+            let end = top.checked_add(size).filter(|&end| end <= snapshot)?;
             match self
                 .top
-                .compare_exchange_weak(top, end, Ordering::AcqRel, Ordering::Relaxed)
+                .compare_exchange_weak(top, end, Ordering::Relaxed, Ordering::Relaxed)
             {
-                Ok(_) => break,
+                Ok(_) => return self.block(top, size),
                 Err(now) => top = now,
             }
         }
-        let words = self.reservation.atomic_words(top, size)?;
-        Some(HeapBlock { words })
+    }
+
+    /// Moves the top back to the committed end if failed claims left it beyond, clears a
+    /// pending clamp, and marks the heap full if the top is at the end. Called with the
+    /// expansion lock held, so the end cannot move.
+    ///
+    /// Safe because every successful claim ended inside a snapshot of the end taken before
+    /// it, and the end only grows: no block handed out lies beyond the current end, so none
+    /// is handed out twice. The top cannot run away: a thread's `fetch_add` overshoots by at
+    /// most [`FETCH_ADD_MAX`] before it clamps or marks a clamp pending (which stops every
+    /// `fetch_add`), so the top stays below the end plus 2 × threads × 1 MiB.
+    fn clamp_top(&self) {
+        let end = self.committed.load(Ordering::Relaxed) & !END_FLAGS;
+        let mut top = self.top.load(Ordering::Relaxed);
+        while top > end {
+            match self
+                .top
+                .compare_exchange_weak(top, end, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => top = end,
+                Err(now) => top = now,
+            }
+        }
+        if top == end {
+            self.committed.fetch_or(HEAP_FULL, Ordering::Relaxed);
+        } else {
+            self.committed.fetch_and(!HEAP_FULL, Ordering::Relaxed);
+        }
+        self.committed.fetch_and(!CLAMP_PENDING, Ordering::Relaxed);
+    }
+
+    /// A thread-local allocation buffer with the default size ([`Tlab::DEFAULT_SIZE`]).
+    pub fn tlab(&self) -> Tlab<'_> {
+        self.tlab_with_size(Tlab::DEFAULT_SIZE)
+    }
+
+    /// A thread-local allocation buffer that takes `bytes` (rounded up to 8, at least 4 KiB)
+    /// from the heap at a time.
+    pub fn tlab_with_size(&self, bytes: usize) -> Tlab<'_> {
+        let refill = alloc_size(bytes).unwrap_or(Tlab::DEFAULT_SIZE).max(4096);
+        Tlab {
+            heap: self,
+            buffer: &[],
+            used: 0,
+            refill,
+        }
     }
 
     /// Commits `bytes` more (rounded up to the heap's page size) and, with `AlwaysPreTouch`,
@@ -340,8 +474,25 @@ impl Heap {
     /// and the heap keeps its old size and stays usable.
     pub fn expand(self: &Arc<Self>, bytes: usize, gang: &WorkerGang) -> Result<usize, HeapError> {
         let _guard = self.expand_lock.lock().unwrap_or_else(|p| p.into_inner());
+        // Allocations that failed while the heap was full (and while this expansion ran) may
+        // have left the top beyond the old end: reclaim that before the end moves.
+        let result = self.expand_locked(bytes, gang);
+        self.clamp_top();
+        if let Ok(Some(end)) = result {
+            self.committed.store(end, Ordering::Release);
+            log::debug!(target: "gc+heap", "Expanded heap to {}", format_exact_size(end as u64));
+        }
+        result.map(|end| end.unwrap_or_else(|| self.stats().committed))
+    }
+
+    /// The expansion proper, with `expand_lock` held: the new end (`None`: unchanged).
+    fn expand_locked(
+        self: &Arc<Self>,
+        bytes: usize,
+        gang: &WorkerGang,
+    ) -> Result<Option<usize>, HeapError> {
         let page = self.config.page_size;
-        let old = self.committed.load(Ordering::Acquire);
+        let old = self.committed.load(Ordering::Acquire) & !END_FLAGS;
         let available = self.config.max - old;
         let grow = bytes
             .checked_add(page - 1)
@@ -354,31 +505,34 @@ impl Heap {
             });
         };
         if grow == 0 {
-            return Ok(old);
+            return Ok(None);
         }
         self.reservation
             .commit_unpublished(old, grow)
             .map_err(HeapError::Commit)?;
-        if self.config.pretouch {
-            if let Err(e) = self.pretouch_range(gang, old, grow) {
-                if let Err(u) = self.reservation.uncommit_unpublished(old, grow) {
-                    log::error!(target: "gc+heap", "Giving back the failed expansion failed: {u}");
-                }
-                log::info!(target: "gc+heap", "Expansion by {} failed; the heap keeps {}: {e}", format_exact_size(grow as u64), format_exact_size(old as u64));
-                return Err(e);
-            }
+        let made_usable = if self.config.pretouch {
+            self.pretouch_range(gang, old, grow).map(|_| ())
+        } else {
+            Ok(())
         }
-        self.reservation
-            .publish(old, grow)
-            .map_err(HeapError::Commit)?;
-        self.committed.store(old + grow, Ordering::Release);
-        log::debug!(target: "gc+heap", "Expanded heap from {} to {}", format_exact_size(old as u64), format_exact_size((old + grow) as u64));
-        Ok(old + grow)
+        .and_then(|()| {
+            self.reservation
+                .publish(old, grow)
+                .map_err(HeapError::Commit)
+        });
+        if let Err(e) = made_usable {
+            if let Err(u) = self.reservation.uncommit_unpublished(old, grow) {
+                log::error!(target: "gc+heap", "Giving back the failed expansion failed: {u}");
+            }
+            log::info!(target: "gc+heap", "Expansion by {} failed; the heap keeps {}: {e}", format_exact_size(grow as u64), format_exact_size(old as u64));
+            return Err(e);
+        }
+        Ok(Some(old + grow))
     }
 
     /// Current figures (counters only).
     pub fn stats(&self) -> HeapStats {
-        let committed = self.committed.load(Ordering::Acquire);
+        let committed = self.committed.load(Ordering::Acquire) & !END_FLAGS;
         HeapStats {
             reserved: self.reservation.len(),
             committed,
@@ -393,7 +547,7 @@ impl Heap {
     /// Committed bytes that are resident, measured with `mincore` over the committed heap
     /// (a system call that walks every page: not for a hot path).
     pub fn resident_bytes(&self) -> usize {
-        let committed = self.committed.load(Ordering::Acquire);
+        let committed = self.committed.load(Ordering::Acquire) & !END_FLAGS;
         if committed == 0 {
             return 0;
         }
@@ -420,6 +574,137 @@ impl Heap {
     }
 }
 
+/// Set in `Heap::committed` (page-aligned, so its low bits are free) while failed claims may
+/// have left the top beyond the committed end and no one could clamp it yet.
+const CLAMP_PENDING: usize = 1;
+
+/// Set in `Heap::committed` when a clamp found the top at the end: every allocation fails
+/// with one load until an expansion.
+const HEAP_FULL: usize = 2;
+
+/// The flag bits of `Heap::committed`.
+const END_FLAGS: usize = CLAMP_PENDING | HEAP_FULL;
+
+/// The largest block claimed with `fetch_add`; larger ones take the compare-and-swap path,
+/// which never overshoots (this bounds how far failed claims can push the top).
+const FETCH_ADD_MAX: usize = 1 << 20;
+
+/// The size an allocation of `bytes` takes: rounded up to 8, at least 8 (so every allocation
+/// has a unique address). `None` if that overflows.
+#[inline(always)]
+fn alloc_size(bytes: usize) -> Option<usize> {
+    Some((bytes.checked_add(7)? & !7).max(8))
+}
+
+/// A thread-local allocation buffer (HotSpot's TLAB): a piece of the heap taken by one
+/// thread, in which allocation is a bounds check and an add — no atomic operation, no
+/// shared cache line. When it is used up the next allocation takes a new buffer from the
+/// heap (one compare-and-swap); the rest of the old one is not reused (as in HotSpot, a
+/// buffer counts as used when taken). Requests larger than half a buffer go to the heap
+/// directly.
+///
+/// A `Tlab` is one thread's cursor: give each thread its own (what it hands out is shareable
+/// memory, as every [`HeapBlock`] is).
+#[derive(Debug)]
+pub struct Tlab<'h> {
+    heap: &'h Heap,
+    buffer: &'h [std::sync::atomic::AtomicU64],
+    /// Words of `buffer` handed out.
+    used: usize,
+    /// Bytes taken from the heap per refill.
+    refill: usize,
+}
+
+impl<'h> Tlab<'h> {
+    /// The default buffer size: 256 KiB.
+    pub const DEFAULT_SIZE: usize = 256 * 1024;
+
+    /// Allocates `bytes` (rounded up to 8; `0` is a unique 8-byte block); `None` when the
+    /// heap's committed part is exhausted.
+    #[inline(always)]
+    pub fn allocate(&mut self, bytes: usize) -> Option<HeapBlock<'h>> {
+        let words = alloc_size(bytes)? / 8;
+        let end = self.used + words;
+        if let Some(words) = self.buffer.get(self.used..end) {
+            self.used = end;
+            return Some(HeapBlock { words });
+        }
+        // The slow path takes and returns plain values (never `&mut self`), so the compiler
+        // can keep the cursor in registers across an allocation loop.
+        match refill_and_allocate(self.heap, self.refill, words * 8) {
+            Refilled::Buffer { buffer, used } => {
+                self.buffer = buffer;
+                self.used = used;
+                Some(HeapBlock {
+                    words: &buffer[..used],
+                })
+            }
+            Refilled::Direct(block) => block,
+        }
+    }
+
+    /// Bytes left in the current buffer.
+    pub fn remaining(&self) -> usize {
+        (self.buffer.len() - self.used) * 8
+    }
+
+    /// The current buffer's unused part as `(start, end)` addresses (for C embedders that
+    /// bump-allocate themselves).
+    pub fn remaining_range(&self) -> (usize, usize) {
+        let start = self.buffer.as_ptr() as usize + self.used * 8;
+        (start, start + self.remaining())
+    }
+
+    /// Takes a fresh buffer of at least `bytes` (and at least the refill size) from the heap
+    /// and makes it current, dropping the rest of the old one; `false` when the heap is
+    /// exhausted. For C embedders' refills.
+    pub fn refill(&mut self, bytes: usize) -> bool {
+        let Some(size) = alloc_size(bytes) else {
+            return false;
+        };
+        match self.heap.allocate(size.max(self.refill)) {
+            Some(fresh) => {
+                self.buffer = fresh.words;
+                self.used = 0;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Marks `bytes` of the current buffer as handed out (a C embedder bumped its own copy of
+    /// the pointer).
+    pub fn consume(&mut self, bytes: usize) {
+        self.used = (self.used + bytes / 8).min(self.buffer.len());
+    }
+}
+
+enum Refilled<'h> {
+    /// A fresh buffer whose first `used` words are the allocation.
+    Buffer {
+        buffer: &'h [std::sync::atomic::AtomicU64],
+        used: usize,
+    },
+    /// Too large for a buffer: allocated from the heap directly (or not at all).
+    Direct(Option<HeapBlock<'h>>),
+}
+
+#[cold]
+#[inline(never)]
+fn refill_and_allocate(heap: &Heap, refill: usize, size: usize) -> Refilled<'_> {
+    if size > refill / 2 {
+        return Refilled::Direct(heap.allocate(size));
+    }
+    match heap.allocate(refill) {
+        Some(fresh) => Refilled::Buffer {
+            buffer: fresh.words,
+            used: size / 8,
+        },
+        // No room for a whole buffer: the block alone may still fit.
+        None => Refilled::Direct(heap.allocate(size)),
+    }
+}
+
 /// The nursery during one [`Heap::with_nursery`] scope.
 #[derive(Debug)]
 pub struct Nursery<'h> {
@@ -430,7 +715,7 @@ pub struct Nursery<'h> {
 impl Nursery<'_> {
     /// Allocates `bytes` (rounded up to 8) in the nursery; `None` when it is full.
     pub fn allocate(&self, bytes: usize) -> Option<HeapBlock<'_>> {
-        let size = bytes.checked_add(7)? & !7;
+        let size = alloc_size(bytes)?;
         let start = self
             .top
             .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |t| {

@@ -43,7 +43,7 @@ mod xlog;
 
 pub use args::{lossy, InitArgs, ENV_OPTIONS};
 pub use error::{CreateError, ErrorCode, ErrorKind, ShutdownError};
-pub use heap::{Heap, HeapBlock, HeapError, HeapStats, PretouchReport};
+pub use heap::{Heap, HeapBlock, HeapError, HeapStats, PretouchReport, Tlab};
 pub use nmt::{NmtSummary, StackDetail, Usage};
 pub use output::{Output, Stream};
 pub use threads::{

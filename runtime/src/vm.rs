@@ -35,7 +35,7 @@ use rtvm_os_linux::signals::{self, SignalHandlers};
 use crate::args::{self, InitArgs, ENV_OPTIONS};
 use crate::ergonomics::{self, heap_create_error, thread_create_error};
 use crate::error::{CreateError, ErrorCode, ShutdownError};
-use crate::heap::{Heap, HeapBlock, HeapError, HeapStats, PretouchReport};
+use crate::heap::{Heap, HeapBlock, HeapError, HeapStats, PretouchReport, Tlab};
 use crate::nmt::NmtSummary;
 use crate::output::{Output, OutputWriter, Stream};
 use crate::threads::{
@@ -362,6 +362,11 @@ impl VmHandle {
     /// Allocates from the heap; `None` when the committed part is exhausted.
     pub fn allocate(&self, bytes: usize) -> Option<HeapBlock<'_>> {
         self.inner.heap.allocate(bytes)
+    }
+
+    /// A thread-local allocation buffer on the heap (see [`Tlab`]).
+    pub fn tlab(&self) -> Tlab<'_> {
+        self.inner.heap.tlab()
     }
 
     /// Grows the committed heap (and pretouches the new part with `AlwaysPreTouch`).

@@ -20,6 +20,16 @@
  * @run driver TestHeapExpansion failure
  */
 
+/*
+ * @test id=pretouch-failure
+ * @summary An expansion whose pretouch fails (MADV_POPULATE_WRITE answers ENOMEM, injected
+ *          with seccomp after the VM started) returns the pretouch error; the heap keeps its
+ *          committed size, the failed range is given back (not resident, not counted), and the
+ *          heap stays usable and expandable by commit-only means
+ * @requires os.family == "linux"
+ * @run main/othervm -Xms16m -Xmx256m -XX:+AlwaysPreTouch -XX:ParallelGCThreads=2 TestHeapExpansion pretouch-failure
+ */
+
 use std::sync::atomic::Ordering;
 
 use rtvm::testing::os::system::{set_soft_limit, Limit};
@@ -96,6 +106,32 @@ pub fn main(vm: &Vm, args: &[String]) -> TestResult {
             vm.expand_heap(16 * MB)?;
             fill(vm, 16 * MB, 9)?;
             println!("smaller expansion ok: committed {}", vm.heap_stats().committed);
+            Ok(())
+        }
+        Some("pretouch-failure") => {
+            let _old = fill(vm, 8 * MB, 3)?;
+            let before = vm.heap_stats();
+            let resident_before = vm.heap().resident_bytes();
+            rtvm::testing::os::fault::deny_madvise_advice(23, rtvm::testing::os::Errno::ENOMEM)?;
+            let e = vm.expand_heap(64 * MB).unwrap_err();
+            println!("expansion failed: {e}");
+            check(e.to_string().contains("was not made resident") && e.to_string().contains("errno=12"), || format!("not the pretouch error: {e}"))?;
+            let after = vm.heap_stats();
+            check(after.committed == before.committed, || format!("committed changed from {} to {}", before.committed, after.committed))?;
+            // The range that was committed for the expansion went back to the kernel.
+            let range = vm.heap().range();
+            let (start, end) = (range.start + before.committed, range.start + before.committed + 64 * MB);
+            let tail = rtvm::testing::os::procfs::smaps_overlapping(start, end)?;
+            for e in &tail {
+                check(e.map.perms.starts_with("---") && e.rss_kb == 0, || format!("the failed expansion's range is still committed: {} {} Rss {} kB", e.map.perms, e.map.name, e.rss_kb))?;
+            }
+            check(!tail.is_empty(), || "the heap's reservation is gone".into())?;
+            check(vm.heap().resident_bytes() <= resident_before, || "resident heap grew".into())?;
+            // Nothing beyond the old end can be allocated; the old heap still can.
+            check(vm.allocate(before.committed - before.used + 8).is_none(), || "allocated beyond the old end".into())?;
+            let more = fill(vm, 7 * MB, 4)?;
+            check(!more.is_empty(), || "no allocation".into())?;
+            println!("heap kept {} and stays usable", after.committed);
             Ok(())
         }
         other => Err(TestFailure(format!("unknown mode {other:?}")).into()),
