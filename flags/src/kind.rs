@@ -4,6 +4,7 @@ use std::fmt;
 
 /// The kind of a flag, as in HotSpot's `globals.hpp`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum FlagKind {
     /// Supported, documented, settable by anyone.
     Product,
@@ -46,6 +47,7 @@ impl FlagKind {
 
 /// Where a flag's value came from. Printed in the second brace of `-XX:+PrintFlagsFinal`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Source {
     /// The table's default.
     Default,

@@ -23,6 +23,8 @@ use crate::{find_index, flag, FlagType, Settings, Source, Value, FLAGS};
 
 /// Which stream a message belongs on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+// Deliberately exhaustive: a process has these two output streams, and matching on them
+// must stay total for the embedder's output hook.
 pub enum Stream {
     /// Standard output (`-XX:+PrintVMOptions` echoes, listings).
     Stdout,

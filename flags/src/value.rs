@@ -19,6 +19,7 @@ pub const T: u64 = G * K;
 
 /// The declared type of a flag, named as HotSpot names it in `-XX:+PrintFlagsFinal`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum FlagType {
     /// `bool`
     Bool,
@@ -119,6 +120,7 @@ impl fmt::Display for FlagType {
 /// A flag's value. Integers of every width are held as `i64` (signed types) or `u64`
 /// (unsigned types); the flag's [`FlagType`] says which width applies.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum Value {
     /// A `bool` flag's value.
     Bool(bool),

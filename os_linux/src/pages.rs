@@ -51,6 +51,7 @@ impl Default for SysRoots {
 
 /// The system-wide THP mode (`transparent_hugepage/enabled`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ThpMode {
     /// Every eligible anonymous mapping may get huge pages.
     Always,
@@ -64,6 +65,7 @@ pub enum ThpMode {
 
 /// A per-size mTHP setting (`hugepages-<N>kB/enabled`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum MthpSetting {
     /// Always use this size where possible.
     Always,
@@ -79,6 +81,7 @@ pub enum MthpSetting {
 
 /// The THP defrag policy (`transparent_hugepage/defrag`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum DefragMode {
     /// Stall allocations to reclaim and compact.
     Always,
@@ -96,6 +99,7 @@ pub enum DefragMode {
 
 /// Shared-memory THP mode (`transparent_hugepage/shmem_enabled`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ShmemMode {
     /// Always.
     Always,

@@ -34,6 +34,7 @@ use nix::sys::mman::MapFlags;
 
 /// How a range was made resident.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Primitive {
     /// `madvise(MADV_POPULATE_WRITE)`.
     PopulateWrite,

@@ -110,6 +110,25 @@ pub struct StackLayout {
 }
 
 impl StackLayout {
+    /// The layout of a stack rtvm did not map (a thread attached to the VM): `usable` as
+    /// glibc reports it, and `guard` bytes of guard directly below (glibc's guard page; none
+    /// for the process's first thread, whose stack the kernel grows). No zones, no signal
+    /// stack of rtvm's.
+    pub fn foreign(usable: Range<usize>, guard: usize) -> StackLayout {
+        let low = usable.start.saturating_sub(guard);
+        let end = usable.end;
+        StackLayout {
+            mapping: low..end,
+            guard: low..usable.start,
+            red: low..usable.start,
+            yellow: usable.start..usable.start,
+            reserved: usable.start..usable.start,
+            usable,
+            alt_guard: end..end,
+            alt_stack: end..end,
+        }
+    }
+
     fn new(base: usize, spec: &StackSpec, page: usize) -> StackLayout {
         let z = spec.zones;
         let usable_start = base + z.total();

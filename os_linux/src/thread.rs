@@ -90,6 +90,67 @@ unsafe extern "C" fn run_exit_hook(value: *mut c_void) {
     let _ = catch_unwind(AssertUnwindSafe(move || (hook.0)()));
 }
 
+/// The `pthread_key` for hooks on threads rtvm did not create (attached threads): its
+/// destructor runs the hook and leaves the thread's signal set-up alone — it is the host's.
+fn foreign_exit_key() -> Option<libc::pthread_key_t> {
+    static KEY: OnceLock<Option<libc::pthread_key_t>> = OnceLock::new();
+    *KEY.get_or_init(|| {
+        let mut key: libc::pthread_key_t = 0;
+        // SAFETY: creates a key whose destructor is `run_foreign_exit_hook`, which lives as
+        // long as the code (the library is linked `-z nodelete`).
+        let rc = unsafe { libc::pthread_key_create(&mut key, Some(run_foreign_exit_hook)) };
+        (rc == 0).then_some(key)
+    })
+}
+
+unsafe extern "C" fn run_foreign_exit_hook(value: *mut c_void) {
+    if value.is_null() {
+        return;
+    }
+    // SAFETY: the key only ever holds a pointer from `Box::into_raw(Box<OnExit>)` set by
+    // `set_current_thread_exit_hook`, and glibc calls the destructor once, with that value.
+    let hook = unsafe { Box::from_raw(value.cast::<OnExit>()) };
+    let _ = catch_unwind(AssertUnwindSafe(move || (hook.0)()));
+}
+
+/// Makes `hook` run when the calling thread ends — a return from its start routine or
+/// `pthread_exit`, not the process's `exit` — unless it is taken back first with
+/// [`take_current_thread_exit_hook`]. For threads rtvm did not create; replaces (and
+/// returns) a hook set before. `EAGAIN`/`ENOMEM` if no key could be had.
+pub fn set_current_thread_exit_hook(
+    hook: ExitHook,
+) -> std::result::Result<Option<ExitHook>, Errno> {
+    let key = foreign_exit_key().ok_or(Errno::EAGAIN)?;
+    let old = take_current_thread_exit_hook();
+    let value = Box::into_raw(Box::new(OnExit(hook))).cast::<c_void>();
+    // SAFETY: the key is valid; the value is a leaked Box<OnExit> that the destructor or
+    // `take_current_thread_exit_hook` reclaims, once.
+    let rc = unsafe { libc::pthread_setspecific(key, value) };
+    if rc != 0 {
+        // SAFETY: the key did not take the value: reclaim it here.
+        drop(unsafe { Box::from_raw(value.cast::<OnExit>()) });
+        return Err(Errno::from_raw(rc));
+    }
+    Ok(old)
+}
+
+/// Takes back the calling thread's hook set with [`set_current_thread_exit_hook`], without
+/// running it.
+pub fn take_current_thread_exit_hook() -> Option<ExitHook> {
+    let key = foreign_exit_key()?;
+    // SAFETY: reading this thread's value of a valid key.
+    let value = unsafe { libc::pthread_getspecific(key) };
+    if value.is_null() {
+        return None;
+    }
+    // SAFETY: clearing this thread's value first, so the destructor can no longer see it;
+    // then the value is a Box<OnExit> owned by nobody else.
+    unsafe {
+        libc::pthread_setspecific(key, std::ptr::null());
+        Some(Box::from_raw(value.cast::<OnExit>()).0)
+    }
+}
+
 impl ThreadContext {
     /// The stack layout.
     pub fn layout(&self) -> &StackLayout {

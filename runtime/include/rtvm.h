@@ -1,99 +1,248 @@
 /*
  * rtvm.h — the C API of rtvm, the memory-and-threads core of a managed runtime.
  *
- * Link with librtvm.so (cdylib) or librtvm.a (staticlib; then also -lpthread -ldl -lm).
+ * Finding and linking it: `pkg-config --cflags --libs rtvm` (shared library) or
+ * `pkg-config --static --cflags --libs rtvm` (static), after `tools/install-c.sh <prefix>`.
+ *
+ * Versions
+ *   The ABI is versioned like JNI's: rtvm_init_args starts with a version field, which must
+ *   be RTVM_VERSION_1 (rtvm_get_default_init_args fills in the rest for a version). A
+ *   library that does not know the version answers RTVM_EVERSION and reads nothing else.
+ *   Later versions only append fields and functions.
  *
  * Conventions
- *   - Functions return RTVM_OK (0) or a negative JNI-style code. On failure,
+ *   - Functions return RTVM_OK (0) or a negative JNI-style code; on failure
  *     rtvm_last_error() returns a message for the calling thread.
- *   - rtvm never exits or aborts the host process (the one exception: a thread that
- *     overflows its stack into the guard zone is reported and the process aborts, as it
+ *   - rtvm never exits or aborts the host process (the one exception: a VM thread that
+ *     overflows its stack into its guard zone is reported and the process aborts, as it
  *     would crash anyway). Rust panics never cross this boundary: they become RTVM_ERR.
- *   - One VM per process at a time (RTVM_EEXIST otherwise). rtvm_destroy() joins the VM's
- *     threads and releases every mapping; a new VM may then be created.
- *   - Options are the `java`-style VM options of the rtvm launcher: "-Xms64m", "-Xmx1g",
+ *   - One VM per process at a time (RTVM_EEXIST otherwise). A new VM may be created once
+ *     rtvm_destroy has returned.
+ *   - Options are the `java`-style options of the rtvm launcher: "-Xms64m", "-Xmx1g",
  *     "-XX:+AlwaysPreTouch", "-Xlog:pagesize", ... The environment variable RTVM_OPTIONS is
  *     read too, before the options, as JAVA_TOOL_OPTIONS is by JNI_CreateJavaVM.
+ *   - The library may be dlopen()ed and dlclose()d; it stays loaded once loaded (it is
+ *     linked -z nodelete: thread-exit hooks and signal handlers point into it).
+ *
+ * Thread-safety, in one place (each function repeats its own):
+ *   - rtvm_create, rtvm_destroy: one at a time per process; rtvm_destroy must not race with
+ *     any other call on the same VM except from the VM's own threads (which it waits for).
+ *   - Everything else taking a VM may be called from any thread, concurrently, while the VM
+ *     lives (from rtvm_create's return to rtvm_destroy's call).
+ *   - An rtvm_tlab and an rtvm_thread handle belong to one thread at a time.
+ *   - After rtvm_destroy returns, the VM pointer is dangling: no thread may pass it again.
+ *     Threads still attached then are simply forgotten (do not detach them afterwards).
  */
 #ifndef RTVM_H
 #define RTVM_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Result codes (the JNI values). */
-#define RTVM_OK      0   /* success */
-#define RTVM_ERR    (-1) /* unknown error; an unrecognized non -XX option */
-#define RTVM_ENOMEM (-4) /* not enough memory: heap reservation or commit failed */
-#define RTVM_EEXIST (-5) /* a VM already exists in this process */
-#define RTVM_EINVAL (-6) /* invalid arguments: a bad -XX flag, value, or heap sizes */
+/* Versions (major << 16 | minor). */
+#define RTVM_VERSION_1 0x00010000
+
+/* Result codes: JNI's values, then rtvm's. */
+#define RTVM_OK         0   /* success */
+#define RTVM_ERR       (-1) /* unknown error; an unrecognized non -XX option; a thread ended badly */
+#define RTVM_EDETACHED (-2) /* the calling thread is not attached to the VM */
+#define RTVM_EVERSION  (-3) /* rtvm_init_args.version is not one this library knows */
+#define RTVM_ENOMEM    (-4) /* not enough memory: heap reservation, commit or pretouch */
+#define RTVM_EEXIST    (-5) /* a VM already exists in this process */
+#define RTVM_EINVAL    (-6) /* invalid arguments: a bad -XX flag or value, a NULL pointer */
+#define RTVM_EEXITED   (-7) /* the options asked to print and stop (-version, -Xlog:help,
+                               -XX:+PrintFlagsInitial): the output went to the output hook
+                               (or stdout/stderr) and no VM was created */
+#define RTVM_EAGAIN    (-8) /* a system limit: threads, processes or mappings */
+#define RTVM_ESHUTDOWN (-9) /* the VM is being destroyed: no new threads */
+
+/* Streams passed to the output hook. */
+#define RTVM_STDOUT 1
+#define RTVM_STDERR 2
 
 /* An opaque VM. */
 typedef struct rtvm_vm rtvm_vm;
 
-/* An opaque VM thread started with rtvm_thread_start. */
+/* An opaque handle of a VM thread started with rtvm_thread_start. */
 typedef struct rtvm_thread rtvm_thread;
 
-/* Creation arguments, in the spirit of JavaVMInitArgs. */
+/* The output hook (JNI's "vfprintf" option): receives every piece of text the VM prints —
+ * flag listings, the NMT report, warnings, -Xlog output for stdout/stderr, -Xlog:help,
+ * -version — with the stream it would have gone to. `text` is NUL-terminated, `len` bytes
+ * long (without the NUL), valid only during the call. It may be called from any thread,
+ * concurrently, from rtvm_create until rtvm_destroy returns. It must not call back into
+ * rtvm. (The one exception: a stack-overflow report is written to fd 2 from a signal
+ * handler, where no hook can run.) */
+typedef void (*rtvm_output_fn)(void *context, int stream, const char *text, size_t len);
+
+/* Creation arguments, in the spirit of JavaVMInitArgs. Set version first, then call
+ * rtvm_get_default_init_args, then fill in what you need. */
 typedef struct rtvm_init_args {
-    const char *const *options;  /* n_options NUL-terminated option strings */
+    int version;                 /* RTVM_VERSION_1 */
     size_t n_options;
+    const char *const *options;  /* n_options NUL-terminated option strings (copied) */
     /* Non-zero: skip options that are not recognized (unknown -XX and -X options), as
      * JNI's ignoreUnrecognized does in HotSpot. Locked flags and bad values still fail. */
     int ignore_unrecognized;
+    rtvm_output_fn output;       /* NULL: file descriptors 1 and 2 */
+    void *output_context;        /* passed to output, untouched */
 } rtvm_init_args;
 
-/* Heap figures, in bytes. */
+/* Heap figures, in bytes, read from counters (cheap; no system call). */
 typedef struct rtvm_heap_stats {
     size_t reserved;   /* MaxHeapSize, aligned */
     size_t committed;  /* committed so far */
-    size_t used;       /* handed out by rtvm_heap_allocate */
-    size_t resident;   /* committed and resident (mincore) */
+    size_t used;       /* handed out (TLAB buffers count whole when taken) */
 } rtvm_heap_stats;
 
+/* A thread's stack, for a GC scanning it and an interpreter guarding its recursion.
+ * The stack grows down from base; limit is the lowest usable address; [guard_start,
+ * guard_end) is the protected zone below it (empty for the process's first thread);
+ * soft_limit is the address to compare the stack pointer with before going deeper: below it,
+ * throw your own stack-overflow error — the space between it and the guard (the shadow zone,
+ * -XX:StackShadowPages, and the guard zone's size) is left for native calls. */
+typedef struct rtvm_stack_bounds {
+    uintptr_t base;
+    uintptr_t limit;
+    uintptr_t guard_start;
+    uintptr_t guard_end;
+    uintptr_t soft_limit;
+} rtvm_stack_bounds;
+
+/* A thread-local allocation buffer (HotSpot's TLAB): one thread bump-allocates inside a
+ * buffer taken from the heap, with no atomic operation; rtvm_tlab_allocate is inline. Set
+ * up with rtvm_tlab_init; used by one thread at a time; nothing to free (the memory is the
+ * heap's). The fields are for the inline fast path: do not write them. */
+typedef struct rtvm_tlab {
+    char *top;           /* next free byte of the current buffer */
+    char *end;           /* end of the current buffer */
+    rtvm_vm *vm;
+    size_t buffer_size;  /* bytes taken from the heap per refill */
+} rtvm_tlab;
+
 /* A thread body. Runs on a VM thread whose stack rtvm mapped, guarded and protected from
- * transparent huge pages before the thread started. */
+ * transparent huge pages before the thread started. It may end its thread with
+ * pthread_exit(): the VM learns of it as of a return. It must not longjmp out of the body
+ * (there is no frame of the caller's to jump to). */
 typedef void (*rtvm_thread_fn)(void *arg);
 
-/* Creates the VM. On success stores it in *vm_out and returns RTVM_OK; on failure returns
- * a negative code, leaves *vm_out untouched and nothing behind. */
+/* The newest rtvm_init_args version this library knows (RTVM_VERSION_1). Any thread, any
+ * time. */
+int rtvm_get_version(void);
+
+/* Fills *args with the defaults for args->version (no options, ignore_unrecognized 0, no
+ * output hook). RTVM_EVERSION if the version is unknown (nothing written). Any thread. */
+int rtvm_get_default_init_args(rtvm_init_args *args);
+
+/* Creates the VM. On success stores it in *vm_out and returns RTVM_OK; on failure returns a
+ * negative code (RTVM_EEXITED for options that print and stop), leaves *vm_out untouched
+ * and nothing behind (no thread, no mapping, no signal handler). The options are copied.
+ * One call at a time per process. */
 int rtvm_create(const rtvm_init_args *args, rtvm_vm **vm_out);
 
-/* Waits for a background pretouch, joins the VM's threads (prints the native memory report
- * with -XX:+PrintNMTStatistics), releases all memory and frees the VM. Returns RTVM_OK, or
- * RTVM_ERR if a thread had failed (the VM is destroyed regardless). NULL is a no-op. */
+/* Destroys the VM, as DestroyJavaVM: waits for a background pretouch and for the VM's own
+ * threads (those rtvm_thread_start started, and the threads they start meanwhile) to
+ * finish, joins them, prints the native memory report with -XX:+PrintNMTStatistics, stops
+ * the workers, gives back the signal handlers, releases all memory and frees the VM. It does
+ * not wait for attached threads. Returns RTVM_OK, or RTVM_ERR if a thread or the background
+ * pretouch had failed (the VM is destroyed regardless). Called on one of the VM's own threads
+ * it refuses with RTVM_ERR and changes nothing; an attached thread may call it. NULL is a
+ * no-op. Unjoined rtvm_thread handles stay valid: rtvm_thread_join then only frees them. */
 int rtvm_destroy(rtvm_vm *vm);
 
 /* The message of the last failed call on this thread ("" if none). Valid until the next
- * rtvm call on this thread. */
+ * rtvm call on this thread. Any thread, any time (also after rtvm_destroy). */
 const char *rtvm_last_error(void);
 
-/* Allocates `bytes` (rounded up to 8) from the committed heap, 8-byte aligned. Returns NULL
- * when the committed part is exhausted: grow it with rtvm_heap_expand. The memory is
- * zero-filled, stays valid until rtvm_destroy, and may be used while a background pretouch
- * runs. Thread-safe. */
+/* Allocates `bytes` (rounded up to 8; 0 gives a unique 8-byte block) from the committed
+ * heap, 8-byte aligned, lock-free (one atomic add in the common case). Returns NULL when
+ * the committed part cannot hold it — as cheaply as a success; grow it with
+ * rtvm_heap_expand. The memory is zero-filled, stays valid until rtvm_destroy returns, and
+ * may be used while a background pretouch runs. Any thread. */
 void *rtvm_heap_allocate(rtvm_vm *vm, size_t bytes);
 
-/* Commits `bytes` more of the heap (pretouched with -XX:+AlwaysPreTouch) and stores the new
- * committed size in *committed_out if it is not NULL. On failure the heap keeps its size. */
+/* Sets up *tlab for the calling thread (no memory is taken yet): buffers of `buffer_size`
+ * bytes (0: 256 KiB; at least 4 KiB). Any thread; the TLAB is then that thread's. */
+int rtvm_tlab_init(rtvm_vm *vm, rtvm_tlab *tlab, size_t buffer_size);
+
+/* The slow path of rtvm_tlab_allocate: takes a fresh buffer (the rest of the old one stays
+ * unused) or, for blocks over half a buffer, allocates from the heap directly. NULL when the
+ * heap cannot hold the block. Only through rtvm_tlab_allocate. */
+void *rtvm_tlab_allocate_slow(rtvm_tlab *tlab, size_t bytes);
+
+/* Allocates `bytes` (rounded up to 8; 0 gives a unique 8-byte block) from the TLAB: a
+ * compare and an add, no atomic operation, unless the buffer is used up. NULL when the heap
+ * cannot hold the block (rtvm_last_error says why). The memory is as rtvm_heap_allocate's. */
+static inline void *rtvm_tlab_allocate(rtvm_tlab *tlab, size_t bytes) {
+    size_t size = bytes <= 8 ? 8 : (bytes + 7) & ~(size_t)7;
+    if (size >= bytes && (size_t)(tlab->end - tlab->top) >= size) {
+        void *p = tlab->top;
+        tlab->top += size;
+        return p;
+    }
+    return rtvm_tlab_allocate_slow(tlab, bytes);
+}
+
+/* Commits `bytes` more of the heap (rounded up to its page size; pretouched with
+ * -XX:+AlwaysPreTouch, without waiting for a background pretouch) and stores the new
+ * committed size in *committed_out if it is not NULL. On failure (RTVM_ENOMEM: beyond
+ * MaxHeapSize, or the commit or pretouch failed) the heap keeps its size, what was committed
+ * for it is given back, and the message says why. Any thread; expansions are serialized. */
 int rtvm_heap_expand(rtvm_vm *vm, size_t bytes, size_t *committed_out);
 
-/* Fills *out with the heap figures. */
+/* Fills *out with the heap figures (counters only). Any thread. */
 int rtvm_heap_get_stats(rtvm_vm *vm, rtvm_heap_stats *out);
 
-/* Starts a VM thread named `name` running fn(arg), with the stack size of -Xss. */
+/* Stores in *out how many committed heap bytes are resident (mincore over the committed
+ * heap: a system call that walks every page — not for a hot path). Any thread. */
+int rtvm_heap_resident(rtvm_vm *vm, size_t *out);
+
+/* Starts a VM thread named `name` running fn(arg), with the stack size of -Xss, and stores
+ * its handle in *thread_out. Errors: RTVM_EAGAIN (a thread, process or mapping limit),
+ * RTVM_ENOMEM (no memory for the stack), RTVM_EINVAL (NULL arguments), RTVM_ESHUTDOWN (the
+ * VM is being destroyed). Any thread, also a VM thread during rtvm_destroy (the destroy then
+ * waits for the new thread too). */
 int rtvm_thread_start(rtvm_vm *vm, const char *name, rtvm_thread_fn fn, void *arg, rtvm_thread **thread_out);
 
-/* Waits for the thread to finish and frees the handle. */
+/* Waits for the thread to finish, unmaps its stack and frees the handle (also after
+ * rtvm_destroy, which joined it). RTVM_ERR if its guard zone could not be placed (its body
+ * did not run). Once per handle; not from the thread itself. */
 int rtvm_thread_join(rtvm_thread *thread);
 
-/* Writes the native memory tracking summary (HotSpot's layout, NUL-terminated) into buf.
- * Stores the length it needs, including the NUL, in *needed if not NULL. Returns RTVM_OK,
- * RTVM_EINVAL if buf is too small (nothing useful written) or tracking is off
- * (-XX:NativeMemoryTracking=summary turns it on). */
+/* The stack of a thread started with rtvm_thread_start, valid until it is joined. Any
+ * thread. */
+int rtvm_thread_stack_bounds(const rtvm_thread *thread, rtvm_stack_bounds *out);
+
+/* The calling thread's stack, if it is one of the VM's threads (started by it or attached);
+ * RTVM_EDETACHED otherwise. Call it once per thread and keep the result. */
+int rtvm_current_stack_bounds(rtvm_vm *vm, rtvm_stack_bounds *out);
+
+/* Attaches the calling thread — one the host created — to the VM under `name` (NULL:
+ * "Thread-<tid>"), as JNI's AttachCurrentThread: it then appears in the NMT report, and
+ * rtvm_current_stack_bounds answers for it (its stack as pthread_getattr_np reports it, the
+ * guard being glibc's guard page). A thread already attached, or started by the VM, gets
+ * RTVM_OK and stays as it is. A thread that ends while attached is forgotten by the VM.
+ * RTVM_ESHUTDOWN once the VM is being destroyed. */
+int rtvm_attach_current_thread(rtvm_vm *vm, const char *name);
+
+/* Detaches the calling thread. RTVM_EDETACHED if it is not attached; RTVM_EINVAL for a
+ * thread the VM started (it cannot be detached). Not after rtvm_destroy. */
+int rtvm_detach_current_thread(rtvm_vm *vm);
+
+/* Writes the native memory tracking summary (HotSpot's layout, NUL-terminated) into buf,
+ * and the length it needs, including the NUL, into *needed if not NULL. Returns RTVM_OK, or
+ * RTVM_EINVAL if tracking is off (-XX:NativeMemoryTracking=summary turns it on) or buf is
+ * NULL or too small (nothing written to buf).
+ * The size-query idiom works: a call with no buffer (or too small a one) keeps the report it
+ * measured, and the same thread's next call with a buffer of at least *needed bytes receives
+ * exactly that report — even if the process's memory changed in between:
+ *     size_t n; rtvm_nmt_summary(vm, NULL, 0, &n); char *b = malloc(n);
+ *     rtvm_nmt_summary(vm, b, n, NULL);
+ * Any thread. */
 int rtvm_nmt_summary(rtvm_vm *vm, char *buf, size_t len, size_t *needed);
 
 #ifdef __cplusplus

@@ -22,7 +22,7 @@ use crate::workers::{GangTask, TaskHandle, TaskPanicked, WorkerGang};
 
 /// How the heap is set up; decided from flags by the VM.
 #[derive(Clone, Debug)]
-pub struct HeapConfig {
+pub(crate) struct HeapConfig {
     /// `MinHeapSize`.
     pub min: usize,
     /// `InitialHeapSize`.
@@ -177,7 +177,7 @@ struct BackgroundPretouch {
 impl Heap {
     /// Reserves `max`, commits `initial`, advises huge pages if asked and names the mapping.
     /// Pretouching is started separately ([`Heap::pretouch_initial`]).
-    pub fn reserve_and_commit(config: HeapConfig) -> Result<Heap, HeapError> {
+    pub(crate) fn reserve_and_commit(config: HeapConfig) -> Result<Heap, HeapError> {
         let mut reservation = Reservation::reserve(config.max, config.page_size).map_err(|os| {
             HeapError::Reserve {
                 bytes: config.max,
@@ -223,11 +223,6 @@ impl Heap {
         })
     }
 
-    /// The configuration.
-    pub fn config(&self) -> &HeapConfig {
-        &self.config
-    }
-
     /// The reserved range's first address.
     pub fn base(&self) -> usize {
         self.reservation.base()
@@ -235,7 +230,7 @@ impl Heap {
 
     /// Pretouches the initially committed part: synchronously, or — with background
     /// pretouch — started on the gang and left running.
-    pub fn pretouch_initial(
+    pub(crate) fn pretouch_initial(
         self: &Arc<Self>,
         gang: &WorkerGang,
     ) -> Result<Option<PretouchReport>, HeapError> {
@@ -329,7 +324,7 @@ impl Heap {
     /// part, from any thread, without a lock: one `fetch_add` on the heap's top in the common
     /// case (blocks over 1 MiB: a compare-and-swap loop). `None` when the committed part
     /// cannot hold the block — as cheap as a success (no system call, never blocking; one
-    /// load once the heap is full): [`expand`](Heap::expand) first. A thread that allocates a
+    /// load once the heap is full): [`expand_heap`](crate::VmHandle::expand_heap) first. A thread that allocates a
     /// lot takes a [`Tlab`].
     ///
     /// Only when failed allocations race with each other near the end of the committed part
@@ -458,7 +453,7 @@ impl Heap {
     /// A thread-local allocation buffer that takes `bytes` (rounded up to 8, at least 4 KiB)
     /// from the heap at a time.
     pub fn tlab_with_size(&self, bytes: usize) -> Tlab<'_> {
-        let refill = alloc_size(bytes).unwrap_or(Tlab::DEFAULT_SIZE).max(4096);
+        let refill = tlab_refill_size(bytes);
         Tlab {
             heap: self,
             buffer: &[],
@@ -472,7 +467,11 @@ impl Heap {
     /// for a background pretouch of the initial heap. The new part is published (becomes
     /// allocatable) only once it is committed and pretouched; on any failure it is given back
     /// and the heap keeps its old size and stays usable.
-    pub fn expand(self: &Arc<Self>, bytes: usize, gang: &WorkerGang) -> Result<usize, HeapError> {
+    pub(crate) fn expand(
+        self: &Arc<Self>,
+        bytes: usize,
+        gang: &WorkerGang,
+    ) -> Result<usize, HeapError> {
         let _guard = self.expand_lock.lock().unwrap_or_else(|p| p.into_inner());
         // Allocations that failed while the heap was full (and while this expansion ran) may
         // have left the top beyond the old end: reclaim that before the end moves.
@@ -592,7 +591,7 @@ const FETCH_ADD_MAX: usize = 1 << 20;
 /// The size an allocation of `bytes` takes: rounded up to 8, at least 8 (so every allocation
 /// has a unique address). `None` if that overflows.
 #[inline(always)]
-fn alloc_size(bytes: usize) -> Option<usize> {
+pub(crate) fn alloc_size(bytes: usize) -> Option<usize> {
     Some((bytes.checked_add(7)? & !7).max(8))
 }
 
@@ -647,39 +646,9 @@ impl<'h> Tlab<'h> {
     pub fn remaining(&self) -> usize {
         (self.buffer.len() - self.used) * 8
     }
-
-    /// The current buffer's unused part as `(start, end)` addresses (for C embedders that
-    /// bump-allocate themselves).
-    pub fn remaining_range(&self) -> (usize, usize) {
-        let start = self.buffer.as_ptr() as usize + self.used * 8;
-        (start, start + self.remaining())
-    }
-
-    /// Takes a fresh buffer of at least `bytes` (and at least the refill size) from the heap
-    /// and makes it current, dropping the rest of the old one; `false` when the heap is
-    /// exhausted. For C embedders' refills.
-    pub fn refill(&mut self, bytes: usize) -> bool {
-        let Some(size) = alloc_size(bytes) else {
-            return false;
-        };
-        match self.heap.allocate(size.max(self.refill)) {
-            Some(fresh) => {
-                self.buffer = fresh.words;
-                self.used = 0;
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// Marks `bytes` of the current buffer as handed out (a C embedder bumped its own copy of
-    /// the pointer).
-    pub fn consume(&mut self, bytes: usize) {
-        self.used = (self.used + bytes / 8).min(self.buffer.len());
-    }
 }
 
-enum Refilled<'h> {
+pub(crate) enum Refilled<'h> {
     /// A fresh buffer whose first `used` words are the allocation.
     Buffer {
         buffer: &'h [std::sync::atomic::AtomicU64],
@@ -689,9 +658,21 @@ enum Refilled<'h> {
     Direct(Option<HeapBlock<'h>>),
 }
 
+/// The buffer size a TLAB asked for `bytes` gets: rounded up to 8, at least 4 KiB; 0 (or a
+/// size that cannot be rounded) means [`Tlab::DEFAULT_SIZE`].
+pub(crate) fn tlab_refill_size(bytes: usize) -> usize {
+    match bytes {
+        0 => Tlab::DEFAULT_SIZE,
+        b => alloc_size(b).unwrap_or(Tlab::DEFAULT_SIZE).max(4096),
+    }
+}
+
+/// A TLAB's slow path, shared with the C API's inline TLAB: a block of `size` (already
+/// rounded) from a fresh buffer of `refill` bytes, or from the heap directly if it is more
+/// than half a buffer or no whole buffer is left.
 #[cold]
 #[inline(never)]
-fn refill_and_allocate(heap: &Heap, refill: usize, size: usize) -> Refilled<'_> {
+pub(crate) fn refill_and_allocate(heap: &Heap, refill: usize, size: usize) -> Refilled<'_> {
     if size > refill / 2 {
         return Refilled::Direct(heap.allocate(size));
     }
@@ -777,13 +758,13 @@ pub(crate) struct PretouchTask {
 
 /// Chunk size for a pretouch: `PreTouchParallelChunkSize` aligned down to the page size,
 /// never below one page.
-pub fn chunk_size(requested: usize, page_size: usize) -> usize {
+pub(crate) fn chunk_size(requested: usize, page_size: usize) -> usize {
     (requested & !(page_size - 1)).max(page_size)
 }
 
 /// Work units and workers for `len` bytes: `units = ceil(len / chunk)`,
 /// `workers = min(units, gang size)`.
-pub fn plan(len: usize, chunk: usize, gang: usize) -> (usize, usize) {
+pub(crate) fn plan(len: usize, chunk: usize, gang: usize) -> (usize, usize) {
     let units = if len == 0 { 0 } else { (len - 1) / chunk + 1 };
     (units, units.min(gang))
 }

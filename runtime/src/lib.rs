@@ -28,7 +28,7 @@
 
 mod args;
 #[allow(unsafe_code)]
-pub mod capi;
+mod capi;
 mod ergonomics;
 mod error;
 mod heap;
@@ -43,21 +43,22 @@ mod xlog;
 
 pub use args::{lossy, InitArgs, ENV_OPTIONS};
 pub use error::{CreateError, ErrorCode, ErrorKind, ShutdownError};
-pub use heap::{Heap, HeapBlock, HeapError, HeapStats, PretouchReport, Tlab};
+pub use heap::{Heap, HeapBlock, HeapError, HeapStats, Nursery, PretouchReport, Tlab};
 pub use nmt::{NmtSummary, StackDetail, Usage};
 pub use output::{Output, Stream};
 pub use threads::{
-    StackBounds, StackPolicy, ThreadError, ThreadInfo, ThreadKind, ThreadState, VmState, VmThread,
+    AttachedThread, StackBounds, StackPolicy, ThreadError, ThreadInfo, ThreadKind, ThreadState,
+    VmState, VmThread,
 };
 pub use vm::{version_text, ThreadBuilder, Vm, VmHandle};
-pub use workers::{GangTask, TaskHandle, TaskPanicked, WorkerGang};
+pub use workers::TaskPanicked;
 
-/// The flag values a VM runs with ([`Vm::flags`]): typed handles and values.
+/// The flag values a VM runs with ([`VmHandle::flags`]): typed handles and values.
 pub mod flags {
     pub use rtvm_flags::{flag, Flag, FlagInfo, FlagKind, FlagType, Flags, Origin, Source, Value};
 }
 
-/// The page-size and THP facts a VM started with ([`Vm::page_info`]).
+/// The page-size and THP facts a VM started with ([`VmHandle::page_info`]).
 pub mod pages {
     pub use rtvm_os_linux::pages::{
         DefragMode, HugetlbInfo, MthpSetting, MthpSize, PageInfo, ShmemMode, ThpInfo, ThpMode,
@@ -70,6 +71,7 @@ pub mod pages {
 #[cfg(feature = "testing")]
 pub mod testing {
     pub use crate::mains::{memory_line, IdleGate, ReleaseOnDrop};
+    pub use crate::workers::{GangTask, TaskHandle, WorkerGang};
     pub use crate::xlog::{
         help_text, parse_xlog, LogConfig, XlogError, RTVM_TAG_SETS, TAGS, TAG_SETS,
     };

@@ -46,12 +46,17 @@ pub enum ThreadKind {
     Vm,
     /// A worker of the parallel gang, sized by `VMThreadStackSize`; stopped by destroy.
     Worker,
+    /// A thread the host created and attached to the VM
+    /// ([`VmHandle::attach_current_thread`](crate::VmHandle::attach_current_thread)): its
+    /// stack is the host's. Destroy does not wait for it (as JNI's `DestroyJavaVM` does not
+    /// wait for attached daemon threads).
+    Attached,
 }
 
 impl ThreadKind {
-    /// Whether destroy waits for threads of this kind (they run application code).
+    /// Whether destroy waits for threads of this kind (VM threads that run application code).
     pub fn is_application(self) -> bool {
-        !matches!(self, ThreadKind::Worker)
+        matches!(self, ThreadKind::Java | ThreadKind::Vm)
     }
 }
 
@@ -61,6 +66,7 @@ impl fmt::Display for ThreadKind {
             ThreadKind::Java => "java",
             ThreadKind::Vm => "vm",
             ThreadKind::Worker => "worker",
+            ThreadKind::Attached => "attached",
         })
     }
 }
@@ -100,7 +106,7 @@ pub const VM_THREAD_MIN_STACK: usize = 64 * 1024;
 impl StackPolicy {
     /// HotSpot's smallest Java thread stack: 40K plus the guard and shadow zones, page-aligned
     /// (136K with the default zones).
-    pub fn minimum_java_stack_size(&self) -> usize {
+    pub(crate) fn minimum_java_stack_size(&self) -> usize {
         let page = base_page_size();
         (JAVA_THREAD_MIN_STACK + self.zones.total() + self.shadow_zone)
             .div_ceil(page)
@@ -109,7 +115,7 @@ impl StackPolicy {
     }
 
     /// HotSpot's smallest VM-internal thread stack (64K), page-aligned.
-    pub fn minimum_vm_stack_size(&self) -> usize {
+    pub(crate) fn minimum_vm_stack_size(&self) -> usize {
         let page = base_page_size();
         VM_THREAD_MIN_STACK
             .div_ceil(page)
@@ -121,11 +127,11 @@ impl StackPolicy {
     /// page-aligned, at least what glibc needs above the guard zone, and, with the
     /// mitigation on, such that the whole mapping is never a multiple of the THP page size
     /// (one page is added, as HotSpot's JDK-8312182 fix does).
-    pub fn stack_size(&self, kind: ThreadKind, requested: Option<usize>) -> usize {
+    pub(crate) fn stack_size(&self, kind: ThreadKind, requested: Option<usize>) -> usize {
         let page = base_page_size();
         let base = requested.unwrap_or(match kind {
             ThreadKind::Java => self.java_stack_size,
-            ThreadKind::Vm | ThreadKind::Worker => self.vm_stack_size,
+            ThreadKind::Vm | ThreadKind::Worker | ThreadKind::Attached => self.vm_stack_size,
         });
         let floor = self.zones.total() + minimum_usable_stack();
         let mut size = base.max(floor).div_ceil(page).saturating_mul(page);
@@ -141,7 +147,7 @@ impl StackPolicy {
 
     /// The whole mapping for a stack of `size`: the stack, the signal stack's guard page and
     /// the signal stack.
-    pub fn mapping_size(&self, size: usize) -> usize {
+    pub(crate) fn mapping_size(&self, size: usize) -> usize {
         if self.alt_stack_size == 0 {
             size
         } else {
@@ -152,7 +158,7 @@ impl StackPolicy {
     /// Decides the policy from the THP configuration, with the sentence `-Xlog:pagesize`
     /// prints about it. The mitigation does not depend on the THP mode at start-up: an
     /// operator can switch it to `always` (or enable an mTHP size) at any time.
-    pub fn decide(disable_mitigation: bool, pages: &PageInfo) -> (bool, String) {
+    pub(crate) fn decide(disable_mitigation: bool, pages: &PageInfo) -> (bool, String) {
         let thp = &pages.thp;
         let mthp_always: Vec<String> = thp
             .mthp_always()
@@ -300,8 +306,15 @@ impl ThreadInfo {
             .is_some_and(StackMapping::guard_installed)
     }
 
-    /// Resident bytes of the stack mapping, by `mincore` (0 once joined).
+    /// Resident bytes of the stack (0 once joined): by `mincore` over a stack rtvm mapped,
+    /// by the page tables (`/proc/self/pagemap`) over an attached thread's stack, which may
+    /// have parts nothing is mapped at (the first thread's stack grows on demand).
     pub fn stack_resident_bytes(&self) -> usize {
+        if self.kind == ThreadKind::Attached {
+            let m = &self.layout.mapping;
+            return rtvm_os_linux::procfs::present_pages(m.start, m.end)
+                .map_or(0, |p| p * base_page_size());
+        }
         let os = self.os.lock().unwrap_or_else(|p| p.into_inner());
         os.as_ref()
             .and_then(OsThread::stack)
@@ -371,6 +384,27 @@ pub enum ThreadError {
         name: String,
         /// What failed.
         message: String,
+    },
+    /// The calling thread is already one of this VM's threads (attached, or started by it).
+    #[error("the current thread is already attached to the VM as \"{name}\"")]
+    AlreadyAttached {
+        /// The name it is known by.
+        name: String,
+    },
+    /// The calling thread is not attached to this VM (detach), or is a thread the VM
+    /// started, which cannot be detached.
+    #[error("the current thread is not attached to the VM{}", .started.as_ref().map(|n| format!(" (it is the VM's own thread \"{n}\")")).unwrap_or_default())]
+    NotAttached {
+        /// The name of the VM thread the caller is, if it is one.
+        started: Option<String>,
+    },
+    /// Attaching failed: the stack bounds could not be read or the exit hook not set.
+    #[error("{message}")]
+    Attach {
+        /// What failed.
+        message: String,
+        /// The errno.
+        errno: Errno,
     },
     /// The body panicked.
     #[error("thread \"{name}\" panicked: {message}")]
@@ -481,6 +515,7 @@ impl Registry {
 
     fn remove(&self, id: u64) {
         self.lock().threads.retain(|t| t.id != id);
+        self.cv.notify_all();
     }
 
     /// Enters [`VmState::DestroyRequested`]. Returns the phase found: only the caller that
@@ -526,19 +561,112 @@ thread_local! {
 }
 
 impl Registry {
-    /// The name of the calling thread if it is one of this VM's own threads.
-    pub(crate) fn current_thread_name(&self) -> Option<String> {
+    /// The registry entry of the calling thread, if it is one of this VM's threads (started
+    /// or attached).
+    pub(crate) fn current_thread(&self) -> Option<Arc<ThreadInfo>> {
         let (vm, id) = CURRENT.with(Cell::get);
         if vm != self.vm_id {
             return None;
         }
-        let name = self
-            .lock()
-            .threads
-            .iter()
-            .find(|t| t.id == id)
-            .map_or_else(|| format!("#{id}"), |t| t.name.clone());
-        Some(name)
+        self.lock().threads.iter().find(|t| t.id == id).cloned()
+    }
+
+    /// Attaches the calling thread: reads its stack from glibc, registers it as
+    /// [`ThreadKind::Attached`], and sets a hook that forgets it if it ends without
+    /// detaching. `shadow` is the soft limit's distance above the stack's lowest address.
+    pub(crate) fn attach_current(
+        self: &Arc<Self>,
+        name: &str,
+        shadow: usize,
+    ) -> Result<Arc<ThreadInfo>, ThreadError> {
+        if let Some(me) = self.current_thread() {
+            return Err(ThreadError::AlreadyAttached {
+                name: me.name.clone(),
+            });
+        }
+        let (usable, guard) = stack::current_thread_stack().ok_or_else(|| ThreadError::Attach {
+            message: format!("Failed to attach thread \"{name}\" - pthread_getattr_np failed"),
+            errno: Errno::last(),
+        })?;
+        let tid = rtvm_os_linux::system::current_tid();
+        let info = Arc::new(ThreadInfo {
+            id: self.next_id.fetch_add(1, Ordering::Relaxed),
+            name: name.to_owned(),
+            kind: ThreadKind::Attached,
+            layout: StackLayout::foreign(usable.clone(), guard),
+            no_huge_pages: false,
+            huge_page: 2 << 20,
+            shadow_zone: shadow,
+            sync: Mutex::new(Handshake {
+                state: ThreadState::Runnable,
+                tid,
+                glibc_stack: Some(usable),
+                go: true,
+                outcome: None,
+            }),
+            cv: Condvar::new(),
+            os: Mutex::new(None),
+        });
+        self.register(&info)?;
+        // A host thread that ends attached is forgotten by the VM (the hook runs in its last
+        // moments: no logging). Allocated here, on the attaching thread.
+        let (registry, id) = (Arc::clone(self), info.id);
+        let hook: os_thread::ExitHook = Box::new(move || registry.remove(id));
+        if let Err(errno) = os_thread::set_current_thread_exit_hook(hook) {
+            self.unregister(&info);
+            return Err(ThreadError::Attach {
+                message: format!(
+                    "Failed to attach thread \"{name}\" - pthread_setspecific failed ({})",
+                    errno_name(errno)
+                ),
+                errno,
+            });
+        }
+        CURRENT.with(|c| c.set((self.vm_id, info.id)));
+        let l = &info.layout;
+        log::info!(
+            target: "os+thread",
+            "Thread attached (tid: {tid}, name: \"{name}\", stack: {:#x} - {:#x} ({}k), guard: {:#x}-{:#x}).",
+            l.usable.end,
+            l.usable.start,
+            l.usable.len() / 1024,
+            l.guard.start,
+            l.guard.end
+        );
+        Ok(info)
+    }
+
+    /// Detaches the calling thread, which must be attached (not started by the VM).
+    pub(crate) fn detach_current(&self) -> Result<(), ThreadError> {
+        let me = self.current_thread();
+        match me {
+            Some(me) if me.kind == ThreadKind::Attached => {
+                drop(os_thread::take_current_thread_exit_hook());
+                CURRENT.with(|c| c.set((0, 0)));
+                self.remove(me.id);
+                log::info!(target: "os+thread", "Thread detached (tid: {}, name: \"{}\").", me.tid(), me.name);
+                Ok(())
+            }
+            Some(me) => Err(ThreadError::NotAttached {
+                started: Some(me.name.clone()),
+            }),
+            None => Err(ThreadError::NotAttached { started: None }),
+        }
+    }
+
+    /// The name of the calling thread if it is one the VM started (not an attached one):
+    /// such a thread cannot wait for the VM's destruction, which waits for it.
+    pub(crate) fn current_started_thread_name(&self) -> Option<String> {
+        let (vm, id) = CURRENT.with(Cell::get);
+        if vm != self.vm_id {
+            return None;
+        }
+        let s = self.lock();
+        match s.threads.iter().find(|t| t.id == id) {
+            Some(t) if t.kind == ThreadKind::Attached => None,
+            Some(t) => Some(t.name.clone()),
+            None => Some(format!("#{id}")),
+        }
     }
 }
 
@@ -746,6 +874,53 @@ pub(crate) fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
+/// The calling thread's attachment to a VM
+/// ([`VmHandle::attach_current_thread`](crate::VmHandle::attach_current_thread)); dropping it
+/// detaches the thread (JNI's `DetachCurrentThread`). Not `Send`: only the attached thread
+/// can detach itself.
+#[derive(Debug)]
+pub struct AttachedThread {
+    info: Arc<ThreadInfo>,
+    /// `None` once detached.
+    registry: Option<Arc<Registry>>,
+    _this_thread: std::marker::PhantomData<*const ()>,
+}
+
+impl AttachedThread {
+    pub(crate) fn new(info: Arc<ThreadInfo>, registry: Arc<Registry>) -> AttachedThread {
+        AttachedThread {
+            info,
+            registry: Some(registry),
+            _this_thread: std::marker::PhantomData,
+        }
+    }
+
+    /// The registry entry.
+    pub fn info(&self) -> &Arc<ThreadInfo> {
+        &self.info
+    }
+
+    /// The thread's stack bounds and soft limit, as glibc reports the stack
+    /// (`pthread_getattr_np`); the guard is glibc's guard page (none for the process's first
+    /// thread).
+    pub fn stack_bounds(&self) -> StackBounds {
+        self.info.stack_bounds()
+    }
+
+    /// Detaches the thread (what dropping the guard does, with the outcome).
+    pub fn detach(mut self) -> Result<(), ThreadError> {
+        self.registry.take().map_or(Ok(()), |r| r.detach_current())
+    }
+}
+
+impl Drop for AttachedThread {
+    fn drop(&mut self) {
+        if let Some(r) = self.registry.take() {
+            let _ = r.detach_current();
+        }
+    }
+}
+
 impl VmThread {
     /// The registry entry.
     pub fn info(&self) -> &Arc<ThreadInfo> {
@@ -758,6 +933,7 @@ impl VmThread {
     }
 
     /// Lets a held thread run its body (no-op if it already runs).
+    #[cfg(feature = "testing")]
     pub fn start(&self) {
         let mut hs = self.info.lock();
         if !hs.go {

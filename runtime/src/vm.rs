@@ -39,7 +39,8 @@ use crate::heap::{Heap, HeapBlock, HeapError, HeapStats, PretouchReport, Tlab};
 use crate::nmt::NmtSummary;
 use crate::output::{Output, OutputWriter, Stream};
 use crate::threads::{
-    self, Body, Registry, StackPolicy, ThreadError, ThreadInfo, ThreadKind, VmState, VmThread,
+    self, AttachedThread, Body, Registry, StackBounds, StackPolicy, ThreadError, ThreadInfo,
+    ThreadKind, VmState, VmThread,
 };
 use crate::workers::WorkerGang;
 use crate::xlog::{self, LogConfig, LogHandle, XlogStep};
@@ -110,11 +111,21 @@ struct VmInner {
 /// The VM, owned: [`Vm::create`] makes it, [`Vm::shutdown`] (or dropping it) tears it
 /// down. Everything else a VM does is on [`VmHandle`], which `Vm` dereferences to.
 ///
-/// `Vm` is `Send + Sync`; every method may be called from any thread, VM threads included —
-/// except that [`shutdown`](Vm::shutdown) refuses to run on one of the VM's own threads.
+/// `Vm` is `Send + Sync` (checked at compile time); every method may be called from any
+/// thread, VM threads and attached threads included — except that
+/// [`shutdown`](Vm::shutdown) refuses to run on one of the threads the VM started. Threads the
+/// host created join the VM with [`attach_current_thread`](VmHandle::attach_current_thread).
 pub struct Vm {
     handle: VmHandle,
 }
+
+// The thread-safety the documentation promises, checked.
+const _: () = {
+    const fn send_sync<T: Send + Sync>() {}
+    send_sync::<Vm>();
+    send_sync::<VmHandle>();
+    send_sync::<Heap>();
+};
 
 /// A shared handle to a VM: `Clone + Send + Sync + 'static`, for the threads that use the
 /// VM — start threads, allocate, expand the heap — while the [`Vm`] owner decides when it
@@ -385,7 +396,8 @@ impl VmHandle {
         self.inner.heap.wait_for_pretouch()
     }
 
-    /// The worker gang, for parallel tasks of the embedder's own.
+    /// The worker gang (a test tool: it runs the VM's own parallel tasks).
+    #[cfg(feature = "testing")]
     pub fn gang(&self) -> &WorkerGang {
         &self.inner.gang
     }
@@ -415,9 +427,53 @@ impl VmHandle {
         self.thread(name).spawn(body)
     }
 
-    /// Live threads (workers included) with their stack layouts.
+    /// Live threads — started, workers and attached — with their stack layouts.
     pub fn threads(&self) -> Vec<Arc<ThreadInfo>> {
         self.inner.registry.list()
+    }
+
+    /// Attaches the calling thread — one the host created — to the VM under `name`, as JNI's
+    /// `AttachCurrentThread` does: it then appears in [`threads`](VmHandle::threads) and the
+    /// NMT report, and [`current_stack_bounds`](VmHandle::current_stack_bounds) answers for
+    /// it (its stack as glibc reports it). The returned guard detaches the thread when
+    /// dropped; a thread that ends while attached is forgotten by the VM. Destroy does not
+    /// wait for attached threads; after it, the guard's drop does nothing harmful.
+    ///
+    /// Errors: [`ThreadError::AlreadyAttached`] if the thread is already one of this VM's
+    /// (attached or started by it), [`ThreadError::ShuttingDown`] once the VM is being
+    /// destroyed, [`ThreadError::Attach`] if glibc cannot report the stack.
+    pub fn attach_current_thread(&self, name: &str) -> Result<AttachedThread, ThreadError> {
+        let info = self.attach_current_unguarded(name)?;
+        Ok(AttachedThread::new(info, Arc::clone(&self.inner.registry)))
+    }
+
+    /// Attaches without a guard (the C API, whose threads detach explicitly or by ending).
+    pub(crate) fn attach_current_unguarded(
+        &self,
+        name: &str,
+    ) -> Result<Arc<ThreadInfo>, ThreadError> {
+        let shadow = self.inner.policy.zones.total() + self.inner.policy.shadow_zone;
+        self.inner.registry.attach_current(name, shadow)
+    }
+
+    /// Detaches the calling thread attached without a guard.
+    pub(crate) fn detach_current(&self) -> Result<(), ThreadError> {
+        self.inner.registry.detach_current()
+    }
+
+    /// The calling thread's registry entry, if it is one of this VM's threads.
+    pub(crate) fn current_thread(&self) -> Option<Arc<ThreadInfo>> {
+        self.inner.registry.current_thread()
+    }
+
+    /// The calling thread's stack bounds and soft limit, if it is one of this VM's threads
+    /// (started by it or attached); `None` for any other thread. Cheap enough to call once
+    /// per thread and cache: a lock and a scan of the thread list.
+    pub fn current_stack_bounds(&self) -> Option<StackBounds> {
+        self.inner
+            .registry
+            .current_thread()
+            .map(|t| t.stack_bounds())
     }
 
     /// The native memory summary, or `None` when `-XX:NativeMemoryTracking` is `off`.
@@ -435,7 +491,7 @@ impl VmInner {
     }
 
     fn shutdown(&self) -> Result<(), ShutdownError> {
-        if let Some(thread) = self.registry.current_thread_name() {
+        if let Some(thread) = self.registry.current_started_thread_name() {
             return Err(ShutdownError::OnVmThread { thread });
         }
         if self.registry.request_destroy() != VmState::Running {
@@ -480,7 +536,7 @@ impl Drop for Vm {
         if self.inner.registry.state() == VmState::Destroyed {
             return;
         }
-        if self.inner.registry.current_thread_name().is_some() {
+        if self.inner.registry.current_started_thread_name().is_some() {
             // This thread cannot wait for itself: a reaper does, once it has finished.
             let inner = Arc::clone(&self.inner);
             let reaper = std::thread::Builder::new()
@@ -517,8 +573,8 @@ pub struct ThreadBuilder<'vm> {
 }
 
 impl ThreadBuilder<'_> {
-    /// The thread's kind (default: [`ThreadKind::Java`]; [`ThreadKind::Worker`] is the
-    /// gang's own and refused).
+    /// The thread's kind (default: [`ThreadKind::Java`]; [`ThreadKind::Worker`], the gang's
+    /// own, and [`ThreadKind::Attached`] are refused).
     pub fn kind(mut self, kind: ThreadKind) -> Self {
         self.kind = kind;
         self
@@ -531,7 +587,9 @@ impl ThreadBuilder<'_> {
     }
 
     /// Keep the thread in its start handshake until [`VmThread::start`]: its stack is mapped
-    /// and it has reported in, but (unmitigated) it has not placed its guards yet.
+    /// and it has reported in, but (unmitigated) it has not placed its guards yet. A test
+    /// tool (the window khugepaged could use, made deterministic).
+    #[cfg(feature = "testing")]
     pub fn hold_at_start(mut self, hold: bool) -> Self {
         self.hold = hold;
         self
@@ -543,13 +601,14 @@ impl ThreadBuilder<'_> {
     }
 
     pub(crate) fn spawn_body(self, body: Body) -> Result<VmThread, ThreadError> {
-        if self.kind == ThreadKind::Worker {
-            // Workers belong to the gang, which the shutdown stops; a thread of the
-            // embedder's is an application thread (Java or Vm), which the shutdown waits for.
+        if !self.kind.is_application() {
+            // Workers belong to the gang, which the shutdown stops; attached threads are the
+            // host's; a thread the VM starts for the embedder is an application thread (Java
+            // or Vm), which the shutdown waits for.
             return Err(ThreadError::Start {
                 message: format!(
-                    "Failed to start thread \"{}\" - ThreadKind::Worker is reserved for the VM's worker gang",
-                    self.name
+                    "Failed to start thread \"{}\" - ThreadKind::{:?} cannot be started (only Java and Vm threads can)",
+                    self.name, self.kind
                 ),
                 errno: rtvm_os_linux::Errno::EINVAL,
             });

@@ -241,6 +241,7 @@ impl WorkerGang {
     }
 
     /// Runs `task` on `workers` workers and waits for it.
+    #[cfg(any(test, feature = "testing"))]
     pub fn run(&self, task: Arc<dyn GangTask>, workers: usize) -> Result<(), TaskPanicked> {
         self.start(task, workers).wait()
     }

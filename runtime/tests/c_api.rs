@@ -1,94 +1,157 @@
-//! The C API from C: `runtime/examples/embed.c` and README's C example are compiled with
-//! the system `cc` against the shared and the static C library, run, and — where valgrind is
-//! installed — run under `valgrind --error-exitcode=1`.
+//! The C API from C, as a C embedder gets it: `tools/install-c.sh` installs the header, the
+//! shared and static libraries and the pkg-config files into a temporary prefix (building
+//! the real `librtvm.so` — linked `-z nodelete` — and `librtvm.a` with a nested cargo into a
+//! target directory of its own, so nothing stale is picked up), and every C program is
+//! compiled with `pkg-config --cflags --libs rtvm` (or `rtvm-static`):
 //!
-//! `cargo test` builds the C library as the example targets `rtvm_capi` (cdylib) and
-//! `rtvm_capi_static` (staticlib); when only this test is asked for, they are built here into
-//! a separate target directory.
+//! * `examples/embed.c`, shared and static, and under `valgrind --error-exitcode=1`;
+//! * README's C example;
+//! * `tests/c/capi_test.c`, one process per mode (versions, exit requests, the output hook,
+//!   allocation, attach and stack bounds, the soft limit, the NMT idiom, threads);
+//! * `tests/c/dlopen_test.c`: 100 rounds of dlopen/create/destroy/dlclose with a host
+//!   SIGSEGV handler.
+//!
+//! Without `cc`, `pkg-config` or `sh` the tests say so and pass as skipped (`RTVM_CI=1`
+//! turns a missing tool into a failure).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-/// `target/<profile>`, where cargo puts `librtvm.so` and `librtvm.a`.
-fn target_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.parent()
-        .and_then(Path::parent)
-        .expect("target/<profile>/deps/<test>")
-        .to_owned()
-}
+use std::sync::OnceLock;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).to_owned()
 }
 
 fn have(tool: &str) -> bool {
-    Command::new(tool)
-        .arg("--version")
+    // `sh` (dash) has no --version: ask the shell whether it knows the tool.
+    Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
         .output()
         .is_ok_and(|o| o.status.success())
 }
 
-/// The directory holding `librtvm_capi.so` and `librtvm_capi_static.a`.
-fn c_library_dir() -> PathBuf {
-    let dir = target_dir().join("examples");
-    if dir.join("librtvm_capi.so").exists() && dir.join("librtvm_capi_static.a").exists() {
-        return dir;
+/// `Some(reason)` when the C toolchain is missing; fails instead on CI.
+fn missing_tools() -> Option<String> {
+    let missing: Vec<&str> = ["cc", "pkg-config", "sh"]
+        .into_iter()
+        .filter(|t| !have(t))
+        .collect();
+    if missing.is_empty() {
+        return None;
     }
-    let own = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("c-library");
-    let status = Command::new(env!("CARGO"))
-        .args([
-            "build",
-            "-p",
-            "rtvm",
-            "--example",
-            "rtvm_capi",
-            "--example",
-            "rtvm_capi_static",
-            "--target-dir",
-        ])
-        .arg(&own)
-        .current_dir(root())
-        .status()
-        .expect("run cargo");
-    assert!(status.success(), "building the C library failed");
-    own.join("debug/examples")
+    let reason = format!("skipped: {} not installed", missing.join(", "));
+    assert!(
+        std::env::var_os("RTVM_CI").is_none(),
+        "{reason} (RTVM_CI is set)"
+    );
+    println!("{reason}");
+    Some(reason)
 }
 
-fn compile(source: &Path, out: &Path, static_link: bool) -> Result<(), String> {
-    let lib = c_library_dir();
-    let mut cc = Command::new("cc");
-    cc.args(["-Wall", "-Wextra", "-Werror", "-o"])
-        .arg(out)
+fn scratch() -> PathBuf {
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("c-api");
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// The prefix `tools/install-c.sh --debug` installed into (once per test process).
+fn prefix() -> &'static Path {
+    static PREFIX: OnceLock<PathBuf> = OnceLock::new();
+    PREFIX.get_or_init(|| {
+        let prefix = scratch().join("prefix");
+        let _ = std::fs::remove_dir_all(&prefix);
+        let out = Command::new("sh")
+            .arg(root().join("../tools/install-c.sh"))
+            .arg("--debug")
+            .arg("--prefix")
+            .arg(&prefix)
+            .env(
+                "CARGO_TARGET_DIR",
+                PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("c-library"),
+            )
+            .env("CARGO", env!("CARGO"))
+            .current_dir(root())
+            .output()
+            .expect("run tools/install-c.sh");
+        assert!(
+            out.status.success(),
+            "tools/install-c.sh failed:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for f in [
+            "include/rtvm.h",
+            "lib/librtvm.so",
+            "lib/librtvm.a",
+            "lib/pkgconfig/rtvm.pc",
+            "lib/pkgconfig/rtvm-static.pc",
+        ] {
+            assert!(prefix.join(f).exists(), "the install has no {f}");
+        }
+        prefix
+    })
+}
+
+fn pkg_config(package: &str, what: &[&str]) -> Vec<String> {
+    let out = Command::new("pkg-config")
+        .args(what)
+        .arg(package)
+        .env("PKG_CONFIG_PATH", prefix().join("lib/pkgconfig"))
+        .output()
+        .expect("run pkg-config");
+    assert!(
+        out.status.success(),
+        "pkg-config {package}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect()
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Link {
+    Shared,
+    Static,
+    /// Header only: the program loads the library with `dlopen`.
+    Runtime,
+}
+
+/// Compiles `source` into `scratch()/name` against the installed library.
+fn compile(source: &Path, name: &str, link: Link, extra: &[&str]) -> PathBuf {
+    let out = scratch().join(name);
+    let flags = match link {
+        Link::Shared => pkg_config("rtvm", &["--cflags", "--libs"]),
+        Link::Static => pkg_config("rtvm-static", &["--cflags", "--libs"]),
+        Link::Runtime => pkg_config("rtvm", &["--cflags"]),
+    };
+    let o = Command::new("cc")
+        .args(["-Wall", "-Wextra", "-Werror", "-g"])
+        .args(extra)
+        .arg("-o")
+        .arg(&out)
         .arg(source)
-        .arg(format!("-I{}", root().join("include").display()));
-    if static_link {
-        cc.arg(lib.join("librtvm_capi_static.a")).args([
-            "-lpthread",
-            "-ldl",
-            "-lm",
-            "-lgcc_s",
-            "-lc",
-        ]);
-    } else {
-        cc.arg(format!("-L{}", lib.display()))
-            .arg("-lrtvm_capi")
-            .arg(format!("-Wl,-rpath,{}", lib.display()));
-    }
-    let o = cc.output().map_err(|e| e.to_string())?;
-    if o.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "cc failed:\n{}",
-            String::from_utf8_lossy(&o.stderr)
-        ))
-    }
+        .args(flags)
+        .args(["-lpthread", "-ldl"])
+        .output()
+        .expect("run cc");
+    assert!(
+        o.status.success(),
+        "cc {} failed:\n{}",
+        source.display(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    out
 }
 
-fn run(binary: &Path) -> (i32, String, String) {
+fn run(binary: &Path, args: &[&str]) -> (i32, String, String) {
     let o = Command::new(binary)
+        .args(args)
         .env_remove("RTVM_OPTIONS")
+        // cargo puts target/<profile> on the library path, where a librtvm.so of another
+        // build may lie: the programs must load the installed one (their RUNPATH).
+        .env_remove("LD_LIBRARY_PATH")
         .output()
         .unwrap();
     (
@@ -98,71 +161,207 @@ fn run(binary: &Path) -> (i32, String, String) {
     )
 }
 
-fn scratch(name: &str) -> PathBuf {
-    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("c-api");
-    std::fs::create_dir_all(&d).unwrap();
-    d.join(name)
+fn valgrind_clean(binary: &Path, args: &[&str]) {
+    if !have("valgrind") {
+        assert!(
+            std::env::var_os("RTVM_CI").is_none(),
+            "valgrind is not installed (RTVM_CI is set)"
+        );
+        println!("valgrind not installed: the memory check was not run");
+        return;
+    }
+    let o = Command::new("valgrind")
+        .args(["--error-exitcode=1", "-q"])
+        .arg(binary)
+        .args(args)
+        .env_remove("RTVM_OPTIONS")
+        .env_remove("LD_LIBRARY_PATH")
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "valgrind found errors:\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+#[test]
+fn the_install_has_header_libraries_and_pkg_config_files() {
+    if missing_tools().is_some() {
+        return;
+    }
+    let flags = pkg_config("rtvm", &["--cflags", "--libs"]).join(" ");
+    let p = prefix().display().to_string();
+    assert!(
+        flags.contains(&format!("-I{p}/include"))
+            && flags.contains(&format!("-L{p}/lib"))
+            && flags.contains("-lrtvm"),
+        "{flags}"
+    );
+    let flags = pkg_config("rtvm-static", &["--cflags", "--libs"]).join(" ");
+    assert!(flags.contains(&format!("{p}/lib/librtvm.a")), "{flags}");
+    // The shared library stays loaded once loaded (hooks and handlers point into it).
+    let o = Command::new("readelf")
+        .arg("-d")
+        .arg(prefix().join("lib/librtvm.so"))
+        .output();
+    match o {
+        Ok(o) if o.status.success() => {
+            let dynamic = String::from_utf8_lossy(&o.stdout);
+            assert!(
+                dynamic.contains("NODELETE"),
+                "librtvm.so is not -z nodelete:\n{dynamic}"
+            );
+        }
+        _ => println!("readelf not available: NODELETE not checked"),
+    }
 }
 
 #[test]
 fn example_embedder_builds_runs_and_is_valgrind_clean() {
-    if !have("cc") {
-        println!("skipped: no C compiler (`cc`) on this machine");
+    if missing_tools().is_some() {
         return;
     }
-    let bin = scratch("embed");
-    compile(&root().join("examples/embed.c"), &bin, false).unwrap();
-    let (code, out, err) = run(&bin);
+    let bin = compile(&root().join("examples/embed.c"), "embed", Link::Shared, &[]);
+    let (code, out, err) = run(&bin, &[]);
     assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
-    assert!(
-        out.contains("bad option: code -6, message: Unrecognized VM option 'NoSuchFlag'"),
-        "{out}"
-    );
-    assert!(out.contains("second VM: code -5"), "{out}");
-    assert!(
-        out.contains("-                    Thread (reserved="),
-        "{out}"
-    );
-    assert!(out.ends_with("embed: ok\n"), "{out}");
-    if have("valgrind") {
-        let o = Command::new("valgrind")
-            .args(["--error-exitcode=1", "-q"])
-            .arg(&bin)
-            .output()
-            .unwrap();
-        assert!(
-            o.status.success(),
-            "valgrind found errors:\n{}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-    } else {
-        println!("valgrind not installed: the memory check was not run");
+    for expected in [
+        "bad option: code -6, message: Unrecognized VM option 'NoSuchFlag'",
+        "second VM: code -5",
+        "main thread attached: stack ",
+        "TLAB: 100000 cells, sum 4999950000",
+        "stopped their recursion at the soft limit",
+        "[vm] Native Memory Tracking:",
+    ] {
+        assert!(out.contains(expected), "no '{expected}' in:\n{out}");
     }
+    assert!(out.ends_with("embed: ok\n"), "{out}");
+    valgrind_clean(&bin, &[]);
     // The same program against the static library.
-    let bin = scratch("embed-static");
-    compile(&root().join("examples/embed.c"), &bin, true).unwrap();
-    let (code, out, _) = run(&bin);
-    assert_eq!(code, 0);
+    let bin = compile(
+        &root().join("examples/embed.c"),
+        "embed-static",
+        Link::Static,
+        &[],
+    );
+    let (code, out, err) = run(&bin, &[]);
+    assert_eq!(code, 0, "{out}{err}");
     assert!(out.ends_with("embed: ok\n"));
 }
 
 #[test]
 fn readme_c_example_compiles_and_runs() {
-    if !have("cc") {
-        println!("skipped: no C compiler (`cc`) on this machine");
+    if missing_tools().is_some() {
         return;
     }
     let readme = std::fs::read_to_string(root().join("../README.md")).unwrap();
     let start = readme.find("```c\n").expect("README has a C example") + 5;
     let end = start + readme[start..].find("```").unwrap();
-    let src = scratch("readme.c");
+    let src = scratch().join("readme.c");
     std::fs::write(&src, &readme[start..end]).unwrap();
-    let bin = scratch("readme");
-    compile(&src, &bin, false).unwrap();
-    let (code, out, err) = run(&bin);
+    let bin = compile(&src, "readme", Link::Shared, &[]);
+    let (code, out, err) = run(&bin, &[]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(
-        out.starts_with("committed 16777216, resident 16777216"),
+        out.contains("committed 16777216, resident 16777216"),
         "{out}"
     );
+}
+
+fn capi_test_binary() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        compile(
+            &root().join("tests/c/capi_test.c"),
+            "capi_test",
+            Link::Shared,
+            &["-O0", "-fno-stack-clash-protection"],
+        )
+    })
+}
+
+fn capi_mode(mode: &str) {
+    if missing_tools().is_some() {
+        return;
+    }
+    let (code, out, err) = run(capi_test_binary(), &[mode]);
+    println!("{out}");
+    assert!(
+        code == 0 && out.contains(&format!("PASS {mode}")),
+        "capi_test {mode}: exit {code}\nstdout:\n{out}\nstderr:\n{err}"
+    );
+}
+
+#[test]
+fn c_versions_and_default_args() {
+    capi_mode("version");
+}
+
+#[test]
+fn c_exit_requests_deliver_output_and_their_own_code() {
+    capi_mode("exit-requests");
+}
+
+#[test]
+fn c_output_hook_gets_flags_logs_and_the_nmt_report() {
+    if missing_tools().is_some() {
+        return;
+    }
+    capi_mode("output-hook");
+    // Nothing of it reached the process's own stdout/stderr.
+    let (_, out, err) = run(capi_test_binary(), &["output-hook"]);
+    assert!(
+        !out.contains("[Global flags]") && !err.contains("Native Memory Tracking"),
+        "{out}{err}"
+    );
+}
+
+#[test]
+fn c_allocation_shared_tlab_zero_and_full() {
+    capi_mode("alloc");
+}
+
+#[test]
+fn c_attach_detach_and_stack_bounds() {
+    capi_mode("attach");
+}
+
+#[test]
+fn c_soft_limit_stops_a_recursion_before_the_guard() {
+    capi_mode("soft-limit");
+}
+
+#[test]
+fn c_nmt_size_query_idiom_under_concurrent_malloc() {
+    capi_mode("nmt-idiom");
+}
+
+#[test]
+fn c_threads_pthread_exit_and_error_codes() {
+    capi_mode("threads");
+}
+
+#[test]
+fn c_destroy_rules() {
+    capi_mode("destroy-rules");
+}
+
+#[test]
+fn c_dlopen_dlclose_100_times_with_a_host_signal_handler() {
+    if missing_tools().is_some() {
+        return;
+    }
+    let bin = compile(
+        &root().join("tests/c/dlopen_test.c"),
+        "dlopen_test",
+        Link::Runtime,
+        &[],
+    );
+    let lib = prefix().join("lib/librtvm.so");
+    let (code, out, err) = run(&bin, &[lib.to_str().unwrap()]);
+    assert!(
+        code == 0 && out.contains("PASS dlopen"),
+        "exit {code}\nstdout:\n{out}\nstderr:\n{err}"
+    );
+    println!("{out}");
 }

@@ -228,3 +228,82 @@ fn native_memory_summary() {
     assert_eq!(n.stack_details.len(), 1);
     assert!(n.report().contains("\"Worker#0\" committed="));
 }
+
+/// What a collecting hook kept: (stdout, stderr).
+type Collected = std::sync::Arc<std::sync::Mutex<(String, String)>>;
+
+/// A hook that keeps everything, per stream.
+fn collecting() -> (
+    Collected,
+    impl Fn(rtvm::Stream, &str) + Send + Sync + 'static,
+) {
+    let text = std::sync::Arc::new(std::sync::Mutex::new((String::new(), String::new())));
+    let sink = std::sync::Arc::clone(&text);
+    (text, move |stream, s: &str| {
+        let mut t = sink.lock().unwrap();
+        match stream {
+            rtvm::Stream::Stdout => t.0.push_str(s),
+            rtvm::Stream::Stderr => t.1.push_str(s),
+        }
+    })
+}
+
+#[test]
+#[serial]
+fn output_hook_receives_flags_logs_and_the_nmt_report() {
+    let (text, hook) = collecting();
+    let args = InitArgs::new([
+        "-Xmx64m",
+        "-XX:+PrintFlagsFinal",
+        "-XX:NativeMemoryTracking=summary",
+        "-XX:+UnlockDiagnosticVMOptions",
+        "-XX:+PrintNMTStatistics",
+        "-Xlog:os+thread=info:stderr",
+        "-XX:ThreadStackSize=1",
+    ])
+    .output(hook);
+    // -XX:ThreadStackSize=1 is too small: HotSpot's message, on the hook's stdout.
+    let e = Vm::create(args.clone()).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::ArgumentsStdout, "{e}");
+    let mut args = args;
+    args.options.pop();
+    let vm = Vm::create(args).unwrap();
+    vm.spawn("logged", || {}).unwrap().join().unwrap();
+    vm.shutdown().unwrap();
+    let (out, err) = text.lock().unwrap().clone();
+    assert!(
+        out.contains("[Global flags]") && out.contains("MaxHeapSize"),
+        "{out}"
+    );
+    assert!(
+        out.contains("Native Memory Tracking:"),
+        "the NMT report of the shutdown: {out}"
+    );
+    assert!(err.contains("Thread \"logged\""), "-Xlog to stderr: {err}");
+}
+
+#[test]
+#[serial]
+fn exit_requests_come_back_as_exited_with_their_output_in_the_hook() {
+    for (option, expected, on_stdout) in [
+        ("-XX:+PrintFlagsInitial", "bool AlwaysPreTouch", true),
+        ("-Xlog:help", "Available log levels:", true),
+        ("-version", "rtvm version", false),
+    ] {
+        let (text, hook) = collecting();
+        let e = Vm::create(InitArgs::new([option]).output(hook)).unwrap_err();
+        assert_eq!(
+            (e.code, e.code.code(), e.kind),
+            (ErrorCode::Exited, -7, ErrorKind::ExitRequested),
+            "{option}"
+        );
+        let (out, err) = text.lock().unwrap().clone();
+        let got = if on_stdout { &out } else { &err };
+        assert!(
+            got.contains(expected),
+            "{option}: stdout {out:?} stderr {err:?}"
+        );
+        // Nothing stays behind: the next VM can be created.
+        create(&["-Xmx64m"]).unwrap().shutdown().unwrap();
+    }
+}

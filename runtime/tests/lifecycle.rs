@@ -197,3 +197,50 @@ fn signal_handlers_are_given_back_and_xrs_installs_none() {
     assert_eq!(segv_handler(), host);
     println!("CHILD OK");
 }
+
+#[test]
+fn destroy_from_an_attached_thread_while_another_stays_attached() {
+    if child_role().is_none() {
+        return child_ok("destroy_from_an_attached_thread_while_another_stays_attached");
+    }
+    let vm = Vm::create(InitArgs::new(["-Xmx64m"])).unwrap();
+    let (attached_tx, attached_rx) = std::sync::mpsc::channel();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let h = vm.handle();
+    let stays = std::thread::spawn(move || {
+        let guard = h.attach_current_thread("stays").unwrap();
+        attached_tx.send(()).unwrap();
+        release_rx.recv().unwrap();
+        // After the destroy: detaching is harmless, attaching is refused.
+        drop(guard);
+        assert!(matches!(
+            h.attach_current_thread("late"),
+            Err(ThreadError::ShuttingDown { .. })
+        ));
+        assert!(h.current_stack_bounds().is_none());
+    });
+    attached_rx.recv().unwrap();
+    let destroyer = std::thread::spawn(move || {
+        let guard = vm.attach_current_thread("destroyer").unwrap();
+        let start = Instant::now();
+        // An attached thread is not one the destroy waits for: it may destroy.
+        vm.shutdown().unwrap();
+        assert_eq!(vm.state(), VmState::Destroyed);
+        drop(guard);
+        drop(vm);
+        start.elapsed()
+    });
+    let took = destroyer.join().unwrap();
+    assert!(
+        took < Duration::from_secs(10),
+        "destroy took {took:?} with an attached thread alive"
+    );
+    release_tx.send(()).unwrap();
+    stays.join().unwrap();
+    // The slot is free again.
+    Vm::create(InitArgs::new(["-Xmx64m"]))
+        .unwrap()
+        .shutdown()
+        .unwrap();
+    println!("CHILD OK");
+}

@@ -189,7 +189,7 @@ pub fn main(vm: &Vm, args: &[String]) -> TestResult {
             Ok(())
         }
         Some("exhaustion") => {
-            let max = vm.heap().config().max;
+            let max = vm.heap_stats().reserved;
             let done = AtomicBool::new(false);
             let failed = AtomicU64::new(0);
             let (blocks, expansions) = std::thread::scope(|s| {

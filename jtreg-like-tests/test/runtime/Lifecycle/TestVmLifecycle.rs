@@ -85,7 +85,7 @@ fn destroy_from_vm_thread_child(vm: &Vm) -> TestResult {
 }
 
 struct Panicking;
-impl rtvm::GangTask for Panicking {
+impl rtvm::testing::GangTask for Panicking {
     fn work(&self, worker: usize) {
         if worker == 0 {
             panic!("expected test panic in a gang task");
@@ -94,7 +94,7 @@ impl rtvm::GangTask for Panicking {
 }
 
 struct Counting(AtomicU64);
-impl rtvm::GangTask for Counting {
+impl rtvm::testing::GangTask for Counting {
     fn work(&self, _: usize) {
         self.0.fetch_add(1, Ordering::SeqCst);
     }

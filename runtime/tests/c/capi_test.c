@@ -1,0 +1,556 @@
+/*
+ * capi_test.c — the C API's behaviour, checked from C. One mode per process:
+ *
+ *   capi_test <mode>      prints "PASS <mode>" and exits 0, or says what failed and exits 1
+ *
+ * Built by runtime/tests/c_api.rs against an install made by tools/install-c.sh, with
+ * `pkg-config --cflags --libs rtvm`, and compiled with -O0 -fno-stack-clash-protection (the
+ * soft-limit recursions must really use their frames).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "rtvm.h"
+
+#define FAIL(...)                                                                                  \
+    do {                                                                                           \
+        fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                       \
+        fprintf(stderr, __VA_ARGS__);                                                              \
+        fprintf(stderr, " (last error: %s)\n", rtvm_last_error());                                 \
+        exit(1);                                                                                   \
+    } while (0)
+#define EXPECT(cond, ...)                                                                          \
+    do {                                                                                           \
+        if (!(cond)) FAIL(__VA_ARGS__);                                                            \
+    } while (0)
+#define OKAY(call) EXPECT((call) == RTVM_OK, "%s", #call)
+
+/* ---- helpers ---- */
+
+static rtvm_init_args make_args(const char *const *options, size_t n) {
+    rtvm_init_args a = {.version = RTVM_VERSION_1};
+    OKAY(rtvm_get_default_init_args(&a));
+    a.options = options;
+    a.n_options = n;
+    return a;
+}
+
+static rtvm_vm *create(const char *const *options, size_t n) {
+    rtvm_init_args a = make_args(options, n);
+    rtvm_vm *vm = NULL;
+    OKAY(rtvm_create(&a, &vm));
+    return vm;
+}
+
+/* An output hook that collects everything into a buffer. */
+struct collected {
+    pthread_mutex_t lock;
+    char *text;
+    size_t len;
+    size_t calls[3];
+};
+
+static void collect(void *context, int stream, const char *text, size_t len) {
+    struct collected *c = context;
+    pthread_mutex_lock(&c->lock);
+    if (strlen(text) != len) {
+        fprintf(stderr, "FAIL: the hook's text is not NUL-terminated at len\n");
+        exit(1);
+    }
+    char *grown = realloc(c->text, c->len + len + 1);
+    if (grown == NULL) exit(1);
+    c->text = grown;
+    memcpy(c->text + c->len, text, len);
+    c->len += len;
+    c->text[c->len] = 0;
+    if (stream == RTVM_STDOUT || stream == RTVM_STDERR) c->calls[stream]++;
+    pthread_mutex_unlock(&c->lock);
+}
+
+static void noop(void *arg) { (void)arg; }
+
+static int contains(const struct collected *c, const char *s) { return c->text != NULL && strstr(c->text, s) != NULL; }
+
+static void glibc_stack(uintptr_t *low, uintptr_t *high, size_t *guard) {
+    pthread_attr_t attr;
+    void *addr;
+    size_t size;
+    EXPECT(pthread_getattr_np(pthread_self(), &attr) == 0, "pthread_getattr_np");
+    EXPECT(pthread_attr_getstack(&attr, &addr, &size) == 0, "pthread_attr_getstack");
+    EXPECT(pthread_attr_getguardsize(&attr, guard) == 0, "pthread_attr_getguardsize");
+    pthread_attr_destroy(&attr);
+    *low = (uintptr_t)addr;
+    *high = (uintptr_t)addr + size;
+}
+
+/* A recursion with 4 KiB frames that checks the soft limit before going deeper: what an
+ * interpreter does to throw its own StackOverflowError. Returns the depth reached. */
+static int recurse(uintptr_t soft_limit, int depth) {
+    volatile char frame[4096];
+    frame[0] = (char)depth;
+    frame[sizeof frame - 1] = (char)depth;
+    if ((uintptr_t)__builtin_frame_address(0) < soft_limit) return depth;
+    int d = recurse(soft_limit, depth + 1);
+    return d + (frame[0] - (char)depth);
+}
+
+/* ---- modes ---- */
+
+static void mode_version(void) {
+    EXPECT(rtvm_get_version() == RTVM_VERSION_1, "rtvm_get_version() = %#x", rtvm_get_version());
+    rtvm_init_args a = {.version = 0x00090000};
+    EXPECT(rtvm_get_default_init_args(&a) == RTVM_EVERSION, "an unknown version was accepted");
+    EXPECT(strstr(rtvm_last_error(), "not supported") != NULL, "no version message");
+    rtvm_vm *vm = NULL;
+    EXPECT(rtvm_create(&a, &vm) == RTVM_EVERSION && vm == NULL, "rtvm_create took version %#x", a.version);
+    EXPECT(rtvm_get_default_init_args(NULL) == RTVM_EINVAL, "NULL args");
+    EXPECT(rtvm_create(NULL, &vm) == RTVM_EINVAL, "NULL args to rtvm_create");
+    a = make_args(NULL, 0);
+    EXPECT(a.version == RTVM_VERSION_1 && a.n_options == 0 && a.options == NULL && a.output == NULL,
+           "defaults not filled in");
+    a.n_options = 2;
+    EXPECT(rtvm_create(&a, &vm) == RTVM_EINVAL, "options NULL with n_options 2");
+    vm = create(NULL, 0);
+    OKAY(rtvm_destroy(vm));
+}
+
+static void mode_exit_requests(void) {
+    const char *cases[][2] = {
+        {"-XX:+PrintFlagsInitial", "bool AlwaysPreTouch"},
+        {"-Xlog:help", "Available log levels:"},
+        {"-version", "rtvm version"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct collected c = {PTHREAD_MUTEX_INITIALIZER, NULL, 0, {0}};
+        rtvm_init_args a = make_args(&cases[i][0], 1);
+        a.output = collect;
+        a.output_context = &c;
+        rtvm_vm *vm = NULL;
+        int rc = rtvm_create(&a, &vm);
+        EXPECT(rc == RTVM_EEXITED && vm == NULL, "%s: code %d", cases[i][0], rc);
+        EXPECT(strstr(rtvm_last_error(), "asked to print and stop") != NULL, "%s: no message", cases[i][0]);
+        EXPECT(contains(&c, cases[i][1]), "%s: the hook did not get '%s'", cases[i][0], cases[i][1]);
+        printf("%s: RTVM_EEXITED, %zu bytes through the hook\n", cases[i][0], c.len);
+        free(c.text);
+    }
+    /* The slot is free: a VM can be created after each of them. */
+    OKAY(rtvm_destroy(create(NULL, 0)));
+}
+
+static void mode_output_hook(void) {
+    struct collected c = {PTHREAD_MUTEX_INITIALIZER, NULL, 0, {0}};
+    const char *options[] = {"-Xmx64m", "-XX:+PrintFlagsFinal", "-XX:NativeMemoryTracking=summary",
+                             "-XX:+UnlockDiagnosticVMOptions", "-XX:+PrintNMTStatistics",
+                             "-Xlog:os+thread=info:stderr"};
+    rtvm_init_args a = make_args(options, 6);
+    a.output = collect;
+    a.output_context = &c;
+    rtvm_vm *vm = NULL;
+    OKAY(rtvm_create(&a, &vm));
+    EXPECT(contains(&c, "[Global flags]") && contains(&c, "MaxHeapSize"), "PrintFlagsFinal not in the hook");
+    rtvm_thread *t;
+    OKAY(rtvm_thread_start(vm, "logged", noop, NULL, &t));
+    OKAY(rtvm_thread_join(t));
+    OKAY(rtvm_destroy(vm));
+    EXPECT(contains(&c, "Native Memory Tracking:") && contains(&c, "(thread #"),
+           "the NMT report of the destroy is not in the hook");
+    EXPECT(contains(&c, "Thread \"logged\""), "-Xlog output to stderr is not in the hook");
+    EXPECT(c.calls[RTVM_STDOUT] > 0 && c.calls[RTVM_STDERR] > 0, "streams: %zu stdout, %zu stderr calls",
+           c.calls[RTVM_STDOUT], c.calls[RTVM_STDERR]);
+    printf("hook: %zu bytes (%zu stdout, %zu stderr calls)\n", c.len, c.calls[RTVM_STDOUT], c.calls[RTVM_STDERR]);
+    free(c.text);
+}
+
+/* Allocation from 4 threads: shared path or TLAB, every word written and checked. */
+#define ALLOC_THREADS 4
+#define ALLOC_BYTES (24u << 20)
+
+struct alloc_work {
+    rtvm_vm *vm;
+    int id;
+    int use_tlab;
+    uint64_t **blocks;
+    size_t *sizes;
+    size_t n;
+};
+
+static size_t size_for(int id, size_t n) {
+    uint64_t x = (n + 1) * 0x9E3779B97F4A7C15ull ^ ((uint64_t)id << 29);
+    switch (x % 64) {
+        case 0: return 0;
+        case 1: return (1u << 20) + 8 * ((x >> 40) & 0xffff);
+        case 2: return 65536 + ((x >> 44) & 0xfff8);
+        default: return 8 + ((x >> 50) & 0x3f8);
+    }
+}
+
+static uint64_t pattern(int id, size_t block, size_t word) {
+    return ((uint64_t)id << 56) ^ ((uint64_t)block << 28) ^ word ^ 0xa5a5000000000000ull;
+}
+
+static void *alloc_thread(void *arg) {
+    struct alloc_work *w = arg;
+    rtvm_tlab tlab;
+    if (w->use_tlab) OKAY(rtvm_tlab_init(w->vm, &tlab, w->id % 2 ? 65536 : 0));
+    size_t cap = 1 << 16, total = 0;
+    w->blocks = malloc(cap * sizeof *w->blocks);
+    w->sizes = malloc(cap * sizeof *w->sizes);
+    while (total < ALLOC_BYTES) {
+        size_t bytes = size_for(w->id, w->n);
+        uint64_t *b = w->use_tlab ? rtvm_tlab_allocate(&tlab, bytes) : rtvm_heap_allocate(w->vm, bytes);
+        EXPECT(b != NULL, "thread %d: allocation %zu of %zu bytes", w->id, w->n, bytes);
+        EXPECT(((uintptr_t)b & 7) == 0, "unaligned block");
+        size_t size = bytes < 8 ? 8 : (bytes + 7) & ~(size_t)7;
+        for (size_t i = 0; i < size / 8; i++) b[i] = pattern(w->id, w->n, i);
+        if (w->n == cap) {
+            cap *= 2;
+            w->blocks = realloc(w->blocks, cap * sizeof *w->blocks);
+            w->sizes = realloc(w->sizes, cap * sizeof *w->sizes);
+        }
+        w->blocks[w->n] = b;
+        w->sizes[w->n] = size;
+        w->n++;
+        total += size;
+    }
+    return NULL;
+}
+
+struct range {
+    uintptr_t start, end;
+};
+
+static int by_start(const void *a, const void *b) {
+    const struct range *x = a, *y = b;
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+
+static void check_allocations(int use_tlab) {
+    const char *options[] = {"-Xms160m", "-Xmx160m"};
+    rtvm_vm *vm = create(options, 2);
+    struct alloc_work w[ALLOC_THREADS];
+    pthread_t t[ALLOC_THREADS];
+    for (int i = 0; i < ALLOC_THREADS; i++) {
+        w[i] = (struct alloc_work){vm, i, use_tlab, NULL, NULL, 0};
+        EXPECT(pthread_create(&t[i], NULL, alloc_thread, &w[i]) == 0, "pthread_create");
+    }
+    for (int i = 0; i < ALLOC_THREADS; i++) pthread_join(t[i], NULL);
+    size_t total = 0, words = 0;
+    for (int i = 0; i < ALLOC_THREADS; i++) total += w[i].n;
+    struct range *r = malloc(total * sizeof *r);
+    size_t k = 0;
+    for (int i = 0; i < ALLOC_THREADS; i++) {
+        for (size_t b = 0; b < w[i].n; b++) {
+            for (size_t j = 0; j < w[i].sizes[b] / 8; j++) {
+                EXPECT(w[i].blocks[b][j] == pattern(i, b, j), "thread %d block %zu word %zu overwritten", i, b, j);
+            }
+            words += w[i].sizes[b] / 8;
+            r[k++] = (struct range){(uintptr_t)w[i].blocks[b], (uintptr_t)w[i].blocks[b] + w[i].sizes[b]};
+        }
+        free(w[i].blocks);
+        free(w[i].sizes);
+    }
+    qsort(r, total, sizeof *r, by_start);
+    for (size_t i = 1; i < total; i++) EXPECT(r[i - 1].end <= r[i].start, "blocks %zu and %zu overlap", i - 1, i);
+    free(r);
+    printf("%s: %zu blocks, %zu words checked\n", use_tlab ? "TLAB" : "shared", total, words);
+    OKAY(rtvm_destroy(vm));
+}
+
+static void mode_alloc(void) {
+    check_allocations(0);
+    check_allocations(1);
+    /* Zero bytes: unique 8-byte blocks inside the heap, from the heap and from a TLAB. */
+    const char *options[] = {"-Xms8m", "-Xmx16m"};
+    rtvm_vm *vm = create(options, 2);
+    rtvm_tlab tlab;
+    OKAY(rtvm_tlab_init(vm, &tlab, 4096));
+    char *a = rtvm_heap_allocate(vm, 0), *b = rtvm_heap_allocate(vm, 0);
+    char *c = rtvm_tlab_allocate(&tlab, 0), *d = rtvm_tlab_allocate(&tlab, 0);
+    EXPECT(a && b && c && d, "allocate(0) returned NULL");
+    EXPECT(b - a == 8 && d - c == 8 && a != c, "zero-byte blocks are not distinct 8-byte blocks");
+    rtvm_heap_stats s;
+    OKAY(rtvm_heap_get_stats(vm, &s));
+    /* Fill the heap; failures are cheap and explain themselves only when asked. */
+    EXPECT(rtvm_heap_allocate(vm, s.committed) == NULL, "the whole heap again");
+    EXPECT(rtvm_heap_allocate(vm, (size_t)-1) == NULL && rtvm_tlab_allocate(&tlab, (size_t)-1) == NULL,
+           "SIZE_MAX bytes");
+    EXPECT(strstr(rtvm_last_error(), "18446744073709551615 bytes do not fit the committed heap") != NULL,
+           "the lazy message");
+    while (rtvm_heap_allocate(vm, 4096) != NULL) {
+    }
+    while (rtvm_tlab_allocate(&tlab, 8) != NULL) {
+    }
+    while (rtvm_heap_allocate(vm, 8) != NULL) {
+    }
+    OKAY(rtvm_heap_get_stats(vm, &s));
+    EXPECT(s.used == s.committed, "used %zu of %zu after filling", s.used, s.committed);
+    EXPECT(strstr(rtvm_last_error(), "rtvm_heap_allocate: 8 bytes do not fit") != NULL, "message: %s",
+           rtvm_last_error());
+    size_t committed = 0;
+    OKAY(rtvm_heap_expand(vm, 1, &committed));
+    EXPECT(rtvm_heap_allocate(vm, 8) != NULL && rtvm_tlab_allocate(&tlab, 8) != NULL, "no room after expanding");
+    OKAY(rtvm_destroy(vm));
+    printf("zero-byte, full-heap and expansion cases ok\n");
+}
+
+/* ---- stacks: attach, bounds, soft limit ---- */
+
+struct attach_result {
+    rtvm_vm *vm;
+    int depth;
+};
+
+static void check_attached_bounds(rtvm_vm *vm, const char *who) {
+    uintptr_t low, high;
+    size_t guard;
+    glibc_stack(&low, &high, &guard);
+    rtvm_stack_bounds b;
+    OKAY(rtvm_current_stack_bounds(vm, &b));
+    EXPECT(b.base == high && b.limit == low, "%s: bounds [%#lx, %#lx), pthread_getattr_np [%#lx, %#lx)", who,
+           (unsigned long)b.limit, (unsigned long)b.base, (unsigned long)low, (unsigned long)high);
+    EXPECT(b.guard_end == low && b.guard_start == low - guard, "%s: guard [%#lx, %#lx), glibc's guard size %zu",
+           who, (unsigned long)b.guard_start, (unsigned long)b.guard_end, guard);
+    uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+    EXPECT(b.limit < b.soft_limit && b.soft_limit < sp && sp < b.base, "%s: soft limit %#lx, sp %#lx", who,
+           (unsigned long)b.soft_limit, (unsigned long)sp);
+    printf("%s: bounds equal pthread_getattr_np's [%#lx, %#lx), guard %zu\n", who, (unsigned long)low,
+           (unsigned long)high, guard);
+}
+
+static void *host_thread(void *arg) {
+    struct attach_result *r = arg;
+    EXPECT(rtvm_current_stack_bounds(r->vm, &(rtvm_stack_bounds){0}) == RTVM_EDETACHED, "bounds before attaching");
+    EXPECT(rtvm_detach_current_thread(r->vm) == RTVM_EDETACHED, "detach before attaching");
+    OKAY(rtvm_attach_current_thread(r->vm, "host-1"));
+    OKAY(rtvm_attach_current_thread(r->vm, "again")); /* JNI: a no-op */
+    check_attached_bounds(r->vm, "host thread");
+    rtvm_stack_bounds b;
+    OKAY(rtvm_current_stack_bounds(r->vm, &b));
+    r->depth = recurse(b.soft_limit, 0);
+    OKAY(rtvm_detach_current_thread(r->vm));
+    EXPECT(rtvm_current_stack_bounds(r->vm, &b) == RTVM_EDETACHED, "bounds after detaching");
+    return NULL;
+}
+
+static void *attached_exit(void *arg) {
+    OKAY(rtvm_attach_current_thread(arg, "ends-attached"));
+    return NULL; /* without detaching: the VM forgets it */
+}
+
+static void vm_body_detach(void *arg) {
+    rtvm_vm *vm = arg;
+    EXPECT(rtvm_attach_current_thread(vm, "x") == RTVM_OK, "a VM thread's attach is a no-op success");
+    EXPECT(rtvm_detach_current_thread(vm) == RTVM_EINVAL, "a VM thread detached itself");
+}
+
+static size_t nmt_threads(rtvm_vm *vm) {
+    size_t n = 0;
+    rtvm_nmt_summary(vm, NULL, 0, &n);
+    char *buf = malloc(n);
+    OKAY(rtvm_nmt_summary(vm, buf, n, NULL));
+    const char *p = strstr(buf, "(thread #");
+    EXPECT(p != NULL, "no thread count in the NMT report");
+    size_t count = strtoul(p + strlen("(thread #"), NULL, 10);
+    free(buf);
+    return count;
+}
+
+static void mode_attach(void) {
+    const char *options[] = {"-Xmx64m", "-XX:NativeMemoryTracking=summary"};
+    rtvm_vm *vm = create(options, 2);
+    size_t before = nmt_threads(vm);
+    /* The process's first thread. */
+    OKAY(rtvm_attach_current_thread(vm, "main"));
+    check_attached_bounds(vm, "main thread");
+    EXPECT(nmt_threads(vm) == before + 1, "NMT does not count the attached main thread");
+    /* A host thread with an 8 MiB stack: attach, bounds, a recursion stopped by the soft
+     * limit (glibc's single guard page would not survive a 4 KiB frame), detach. */
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 8u << 20);
+    struct attach_result r = {vm, 0};
+    pthread_t t;
+    EXPECT(pthread_create(&t, &attr, host_thread, &r) == 0, "pthread_create");
+    pthread_join(t, NULL);
+    EXPECT(r.depth > 1800, "the host thread's recursion stopped after %d 4 KiB frames", r.depth);
+    printf("host thread: recursion stopped at depth %d by the soft limit\n", r.depth);
+    /* A thread that ends attached is forgotten. */
+    EXPECT(pthread_create(&t, NULL, attached_exit, vm) == 0, "pthread_create");
+    pthread_join(t, NULL);
+    EXPECT(nmt_threads(vm) == before + 1, "a thread that ended attached is still counted");
+    /* The VM's own thread cannot detach. */
+    rtvm_thread *vt;
+    OKAY(rtvm_thread_start(vm, "vm-thread", vm_body_detach, vm, &vt));
+    OKAY(rtvm_thread_join(vt));
+    OKAY(rtvm_detach_current_thread(vm));
+    EXPECT(nmt_threads(vm) == before, "NMT still counts the detached main thread");
+    OKAY(rtvm_destroy(vm));
+}
+
+struct vm_recursion {
+    rtvm_vm *vm;
+    rtvm_stack_bounds bounds;
+    int depth;
+};
+
+static void vm_recurse(void *arg) {
+    struct vm_recursion *r = arg;
+    OKAY(rtvm_current_stack_bounds(r->vm, &r->bounds));
+    r->depth = recurse(r->bounds.soft_limit, 0);
+}
+
+static void mode_soft_limit(void) {
+    const char *options[] = {"-Xmx64m", "-Xss2m"};
+    rtvm_vm *vm = create(options, 2);
+    struct vm_recursion r = {vm, {0}, 0};
+    rtvm_thread *t;
+    OKAY(rtvm_thread_start(vm, "recursive", vm_recurse, &r, &t));
+    rtvm_stack_bounds by_handle;
+    OKAY(rtvm_thread_stack_bounds(t, &by_handle));
+    OKAY(rtvm_thread_join(t));
+    EXPECT(memcmp(&by_handle, &r.bounds, sizeof r.bounds) == 0, "bounds by handle and from inside differ");
+    EXPECT(r.bounds.guard_end == r.bounds.limit && r.bounds.guard_end - r.bounds.guard_start >= 4 * 4096,
+           "guard zone [%#lx, %#lx)", (unsigned long)r.bounds.guard_start, (unsigned long)r.bounds.guard_end);
+    size_t usable = r.bounds.base - r.bounds.soft_limit;
+    EXPECT((size_t)r.depth * 4096 > usable * 8 / 10, "stopped after %d frames of %zu usable bytes", r.depth, usable);
+    printf("VM thread: %d frames of 4 KiB above the soft limit, guard zone %lu KiB untouched\n", r.depth,
+           (unsigned long)(r.bounds.guard_end - r.bounds.guard_start) / 1024);
+    OKAY(rtvm_destroy(vm));
+}
+
+/* ---- NMT: the size-query idiom under a concurrent malloc loop ---- */
+
+static atomic_int stop_malloc;
+
+static void *malloc_loop(void *arg) {
+    (void)arg;
+    /* Fill 64 slots with blocks of up to 2 MiB, then empty them, again and again: the
+     * process's malloc figures swing between a few KiB and ~64 MiB, so the report's length
+     * keeps changing (digits come and go). */
+    void *keep[64] = {0};
+    for (unsigned i = 0; !atomic_load(&stop_malloc); i++) {
+        unsigned k = i % 64;
+        if ((i / 64) % 2 == 0) {
+            keep[k] = malloc(1 + (i * 7919u) % (2u << 20));
+            if (keep[k]) memset(keep[k], 1, 1);
+        } else {
+            free(keep[k]);
+            keep[k] = NULL;
+        }
+    }
+    for (int k = 0; k < 64; k++) free(keep[k]);
+    return NULL;
+}
+
+static void mode_nmt_idiom(void) {
+    const char *options[] = {"-Xmx64m", "-XX:NativeMemoryTracking=detail"};
+    rtvm_vm *vm = create(options, 2);
+    pthread_t t;
+    EXPECT(pthread_create(&t, NULL, malloc_loop, NULL) == 0, "pthread_create");
+    int failures = 0, changed = 0;
+    size_t first = 0;
+    for (int i = 0; i < 1000; i++) {
+        size_t needed = 0;
+        EXPECT(rtvm_nmt_summary(vm, NULL, 0, &needed) == RTVM_EINVAL && needed > 0, "size query");
+        if (first == 0) first = needed;
+        changed += needed != first;
+        char *buf = malloc(needed);
+        size_t again = 0;
+        if (rtvm_nmt_summary(vm, buf, needed, &again) != RTVM_OK || strlen(buf) + 1 != needed || again != needed)
+            failures++;
+        free(buf);
+    }
+    atomic_store(&stop_malloc, 1);
+    pthread_join(t, NULL);
+    printf("NMT idiom: 1000 rounds, %d failures, the report's size changed %d times meanwhile\n", failures, changed);
+    EXPECT(failures == 0, "%d of 1000 rounds failed", failures);
+    /* Otherwise the test did not race with anything. */
+    EXPECT(changed >= 10, "the report's size changed only %d times: the malloc loop did not disturb it", changed);
+    /* Tracking off: a clear error. */
+    OKAY(rtvm_destroy(vm));
+    vm = create(NULL, 0);
+    size_t n = 0;
+    EXPECT(rtvm_nmt_summary(vm, NULL, 0, &n) == RTVM_EINVAL &&
+               strstr(rtvm_last_error(), "NativeMemoryTracking") != NULL,
+           "tracking off");
+    OKAY(rtvm_destroy(vm));
+}
+
+/* ---- threads: pthread_exit, error codes ---- */
+
+static atomic_int after_exit;
+
+static void exits_early(void *arg) {
+    (void)arg;
+    pthread_exit(NULL);
+    atomic_store(&after_exit, 1);
+}
+
+static void mode_threads(void) {
+    const char *options[] = {"-Xmx64m", "-XX:NativeMemoryTracking=summary"};
+    rtvm_vm *vm = create(options, 2);
+    size_t before = nmt_threads(vm);
+    for (int i = 0; i < 20; i++) {
+        rtvm_thread *t;
+        OKAY(rtvm_thread_start(vm, "exits", exits_early, NULL, &t));
+        OKAY(rtvm_thread_join(t));
+    }
+    EXPECT(atomic_load(&after_exit) == 0, "code after pthread_exit ran");
+    EXPECT(nmt_threads(vm) == before, "threads that called pthread_exit are still counted");
+    rtvm_thread *t = NULL;
+    EXPECT(rtvm_thread_start(vm, "x", NULL, NULL, &t) == RTVM_EINVAL, "NULL fn");
+    EXPECT(rtvm_thread_start(vm, NULL, noop, NULL, &t) == RTVM_EINVAL, "NULL name");
+    EXPECT(rtvm_thread_start(NULL, "x", noop, NULL, &t) == RTVM_EINVAL, "NULL vm");
+    /* A thread limit: RLIMIT_NPROC 0 for an unprivileged user (root drops to nobody, which
+     * also makes the limit apply to it). */
+    struct rlimit zero = {0, 0};
+    EXPECT(setrlimit(RLIMIT_NPROC, &zero) == 0, "setrlimit: %s", strerror(errno));
+    if (geteuid() == 0) EXPECT(setresuid(65534, 65534, 65534) == 0, "setresuid: %s", strerror(errno));
+    int rc = rtvm_thread_start(vm, "limited", noop, NULL, &t);
+    EXPECT(rc == RTVM_EAGAIN, "thread limit: code %d", rc);
+    EXPECT(strstr(rtvm_last_error(), "pthread_create failed (EAGAIN)") != NULL, "the limit's message");
+    printf("pthread_exit x20 ok; codes: NULL args RTVM_EINVAL, thread limit RTVM_EAGAIN (%s)\n", rtvm_last_error());
+    OKAY(rtvm_destroy(vm));
+}
+
+static void mode_destroy_rules(void) {
+    rtvm_vm *vm = create(NULL, 0);
+    /* A handle outlives the destroy (which joins the thread); joining it then frees it. */
+    rtvm_thread *t;
+    OKAY(rtvm_thread_start(vm, "late-join", noop, NULL, &t));
+    OKAY(rtvm_destroy(vm));
+    OKAY(rtvm_thread_join(t));
+    EXPECT(rtvm_destroy(NULL) == RTVM_OK, "destroy(NULL)");
+    printf("handles outlive the destroy; destroy(NULL) is a no-op\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc != 2) {
+        fprintf(stderr, "usage: capi_test <mode>\n");
+        return 2;
+    }
+    const char *m = argv[1];
+    if (!strcmp(m, "version")) mode_version();
+    else if (!strcmp(m, "exit-requests")) mode_exit_requests();
+    else if (!strcmp(m, "output-hook")) mode_output_hook();
+    else if (!strcmp(m, "alloc")) mode_alloc();
+    else if (!strcmp(m, "attach")) mode_attach();
+    else if (!strcmp(m, "soft-limit")) mode_soft_limit();
+    else if (!strcmp(m, "nmt-idiom")) mode_nmt_idiom();
+    else if (!strcmp(m, "threads")) mode_threads();
+    else if (!strcmp(m, "destroy-rules")) mode_destroy_rules();
+    else {
+        fprintf(stderr, "unknown mode %s\n", m);
+        return 2;
+    }
+    printf("PASS %s\n", m);
+    return 0;
+}
