@@ -294,7 +294,15 @@ static void mode_alloc(void) {
     EXPECT(s.used == s.committed, "used %zu of %zu after filling", s.used, s.committed);
     EXPECT(strstr(rtvm_last_error(), "rtvm_heap_allocate: 8 bytes do not fit") != NULL, "message: %s",
            rtvm_last_error());
-    size_t committed = 0;
+    /* An expansion beyond MaxHeapSize fails and changes nothing. */
+    size_t committed = 12345;
+    EXPECT(rtvm_heap_expand(vm, 64u << 20, &committed) == RTVM_ENOMEM && committed == 12345,
+           "an expansion beyond MaxHeapSize");
+    EXPECT(strstr(rtvm_last_error(), "left below MaxHeapSize") != NULL, "its message");
+    rtvm_heap_stats after;
+    OKAY(rtvm_heap_get_stats(vm, &after));
+    EXPECT(after.committed == s.committed, "committed %zu after a failed expansion, %zu before", after.committed,
+           s.committed);
     OKAY(rtvm_heap_expand(vm, 1, &committed));
     EXPECT(rtvm_heap_allocate(vm, 8) != NULL && rtvm_tlab_allocate(&tlab, 8) != NULL, "no room after expanding");
     OKAY(rtvm_destroy(vm));
