@@ -65,16 +65,24 @@ pub type ExitHook = Box<dyn FnOnce() + Send + 'static>;
 /// The exit hook as the key holds it.
 struct OnExit(ExitHook);
 
+/// A `pthread_key` with `destructor`, created once per `slot` (`None` if it could not be).
+fn key_with_destructor(
+    slot: &OnceLock<Option<libc::pthread_key_t>>,
+    destructor: unsafe extern "C" fn(*mut c_void),
+) -> Option<libc::pthread_key_t> {
+    *slot.get_or_init(|| {
+        let mut key: libc::pthread_key_t = 0;
+        // SAFETY: creates a key whose destructor is a function of this library, which lives
+        // as long as the process once loaded (the library is linked `-z nodelete`).
+        let rc = unsafe { libc::pthread_key_create(&mut key, Some(destructor)) };
+        (rc == 0).then_some(key)
+    })
+}
+
 /// The `pthread_key` whose destructor runs exit hooks (`None` if it could not be created).
 fn exit_key() -> Option<libc::pthread_key_t> {
     static KEY: OnceLock<Option<libc::pthread_key_t>> = OnceLock::new();
-    *KEY.get_or_init(|| {
-        let mut key: libc::pthread_key_t = 0;
-        // SAFETY: creates a key whose destructor is `run_exit_hook`, which lives as long as
-        // the code (the library is linked `-z nodelete`).
-        let rc = unsafe { libc::pthread_key_create(&mut key, Some(run_exit_hook)) };
-        (rc == 0).then_some(key)
-    })
+    key_with_destructor(&KEY, run_exit_hook)
 }
 
 unsafe extern "C" fn run_exit_hook(value: *mut c_void) {
@@ -94,13 +102,7 @@ unsafe extern "C" fn run_exit_hook(value: *mut c_void) {
 /// destructor runs the hook and leaves the thread's signal set-up alone — it is the host's.
 fn foreign_exit_key() -> Option<libc::pthread_key_t> {
     static KEY: OnceLock<Option<libc::pthread_key_t>> = OnceLock::new();
-    *KEY.get_or_init(|| {
-        let mut key: libc::pthread_key_t = 0;
-        // SAFETY: creates a key whose destructor is `run_foreign_exit_hook`, which lives as
-        // long as the code (the library is linked `-z nodelete`).
-        let rc = unsafe { libc::pthread_key_create(&mut key, Some(run_foreign_exit_hook)) };
-        (rc == 0).then_some(key)
-    })
+    key_with_destructor(&KEY, run_foreign_exit_hook)
 }
 
 unsafe extern "C" fn run_foreign_exit_hook(value: *mut c_void) {

@@ -190,6 +190,17 @@ unsafe fn c_text(p: *const c_char) -> String {
     unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
 }
 
+/// `RTVM_EVERSION` (with its message) unless `version` is one this library knows.
+fn check_version(what: &str, version: c_int) -> Result<(), c_int> {
+    if version == RTVM_VERSION_1 {
+        return Ok(());
+    }
+    Err(fail(
+        EVERSION,
+        &format!("{what}: rtvm_init_args version {version:#x} is not supported (this library knows {RTVM_VERSION_1:#x}); set it to RTVM_VERSION_1"),
+    ))
+}
+
 /// See `rtvm_get_version` in rtvm.h.
 #[no_mangle]
 pub extern "C" fn rtvm_get_version() -> c_int {
@@ -209,11 +220,8 @@ pub unsafe extern "C" fn rtvm_get_default_init_args(args: *mut RtvmInitArgs) -> 
         // SAFETY: checked non-NULL; the caller guarantees it is an rtvm_init_args. Only the
         // version field is read before it is known to be one this library understands.
         let version = unsafe { (*args).version };
-        if version != RTVM_VERSION_1 {
-            return fail(
-                EVERSION,
-                &format!("rtvm_get_default_init_args: version {version:#x} is not supported (this library knows {RTVM_VERSION_1:#x})"),
-            );
+        if let Err(code) = check_version("rtvm_get_default_init_args", version) {
+            return code;
         }
         // SAFETY: as above; a version-1 struct is writable in full.
         unsafe {
@@ -244,11 +252,8 @@ pub unsafe extern "C" fn rtvm_create(args: *const RtvmInitArgs, vm_out: *mut *mu
         // SAFETY: checked non-NULL; the caller guarantees it points to rtvm_init_args (whose
         // first field, the version, is read before anything else).
         let version = unsafe { (*args).version };
-        if version != RTVM_VERSION_1 {
-            return fail(
-                EVERSION,
-                &format!("rtvm_create: rtvm_init_args version {version:#x} is not supported (this library knows {RTVM_VERSION_1:#x}); set it to RTVM_VERSION_1"),
-            );
+        if let Err(code) = check_version("rtvm_create", version) {
+            return code;
         }
         // SAFETY: a version-1 struct, as checked.
         let a = unsafe { &*args };

@@ -18,20 +18,8 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "rtvm.h"
+#include "check.h"
 
-#define FAIL(...)                                                                                  \
-    do {                                                                                           \
-        fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                       \
-        fprintf(stderr, __VA_ARGS__);                                                              \
-        fprintf(stderr, " (last error: %s)\n", rtvm_last_error());                                 \
-        exit(1);                                                                                   \
-    } while (0)
-#define EXPECT(cond, ...)                                                                          \
-    do {                                                                                           \
-        if (!(cond)) FAIL(__VA_ARGS__);                                                            \
-    } while (0)
-#define OKAY(call) EXPECT((call) == RTVM_OK, "%s", #call)
 
 /* ---- helpers ---- */
 

@@ -19,19 +19,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "rtvm.h"
+#define CHECK_LAST_ERROR() "(not linked: see the message)"
+#include "check.h"
 
-#define FAIL(...)                                                                                  \
-    do {                                                                                           \
-        fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                       \
-        fprintf(stderr, __VA_ARGS__);                                                              \
-        fprintf(stderr, "\n");                                                                     \
-        exit(1);                                                                                   \
-    } while (0)
-#define EXPECT(cond, ...)                                                                          \
-    do {                                                                                           \
-        if (!(cond)) FAIL(__VA_ARGS__);                                                            \
-    } while (0)
 
 static sigjmp_buf recover;
 static volatile sig_atomic_t faults;
