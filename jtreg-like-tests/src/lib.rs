@@ -17,6 +17,7 @@
 extern crate self as rtvm_jtreg;
 
 pub mod cli;
+pub mod ctools;
 pub mod expr;
 pub mod header;
 pub mod props;

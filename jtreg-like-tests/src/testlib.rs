@@ -201,6 +201,39 @@ impl ProcessTools {
     }
 }
 
+/// `java`, the reference VM, where it is installed: tests compare with it rather than with
+/// a recorded string.
+#[derive(Debug)]
+pub struct JavaTools;
+
+impl JavaTools {
+    /// Whether `java -version` runs here.
+    pub fn available() -> bool {
+        static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *AVAILABLE.get_or_init(|| {
+            Command::new("java")
+                .arg("-version")
+                .env_remove("JAVA_TOOL_OPTIONS")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+    }
+
+    /// Runs `java args` (without `JAVA_TOOL_OPTIONS`); `None`, with the reason printed, when
+    /// `java` is not installed.
+    pub fn execute(args: &[&str]) -> Result<Option<OutputAnalyzer>, TestFailure> {
+        if !Self::available() {
+            println!(
+                "java is not installed here: compared with HotSpot 17's recorded behaviour only"
+            );
+            return Ok(None);
+        }
+        let mut java = Command::new("java");
+        java.args(args).env_remove("JAVA_TOOL_OPTIONS");
+        ProcessTools::execute(java).map(Some)
+    }
+}
+
 fn describe(c: &Command) -> String {
     let mut s = c.get_program().to_string_lossy().into_owned();
     for a in c.get_args() {

@@ -77,15 +77,19 @@ fn std_sample() -> (Duration, u64) {
     )
 }
 
-/// The OS layer alone: map + spawn, with or without MADV_NOHUGEPAGE (guard placed early in
-/// both), to isolate what the advice costs per thread.
-fn os_sample(no_huge: bool) -> (Duration, u64) {
+/// The OS layer alone: map + spawn, with or without MADV_NOHUGEPAGE and the separate signal
+/// stack (guard placed early in all), to isolate what each costs per thread.
+fn os_sample(no_huge: bool, alt_stack: bool) -> (Duration, u64) {
     measure(
         |i, g| {
             let spec = StackSpec {
                 size: STACK + 4096,
                 zones: rtvm::testing::os::GuardZones::hotspot_default(),
-                alt_stack_size: recommended_alt_stack_size(),
+                alt_stack_size: if alt_stack {
+                    recommended_alt_stack_size()
+                } else {
+                    0
+                },
                 no_huge_pages: no_huge,
                 guard_early: true,
                 name: format!("T{i}"),
@@ -196,7 +200,7 @@ fn main() {
         "thread bench: {THREADS} threads × 2 MiB stacks, {rounds} rounds interleaved, THP mode {}",
         pages.thp.mode
     );
-    let variants: [(&str, Sampler); 5] = [
+    let variants: [(&str, Sampler); 6] = [
         (
             "rtvm, mitigation on (guard + MADV_NOHUGEPAGE before start)",
             || rtvm_sample(true),
@@ -207,12 +211,17 @@ fn main() {
         ),
         ("std::thread, stack_size(2 MiB)", std_sample),
         (
-            "os layer: map + spawn, guard early, MADV_NOHUGEPAGE",
-            || os_sample(true),
+            "os layer: map + spawn, guard early, MADV_NOHUGEPAGE, signal stack",
+            || os_sample(true, true),
         ),
-        ("os layer: map + spawn, guard early, no advice", || {
-            os_sample(false)
-        }),
+        (
+            "os layer: map + spawn, guard early, no advice, signal stack",
+            || os_sample(false, true),
+        ),
+        (
+            "os layer: map + spawn, guard early, no advice, no signal stack (the old layout's cost)",
+            || os_sample(false, false),
+        ),
     ];
     let mut samples: BTreeMap<usize, Vec<(Duration, u64)>> = BTreeMap::new();
     for round in 0..rounds + 1 {
@@ -267,5 +276,13 @@ fn main() {
     println!(
         "MADV_NOHUGEPAGE per thread: {:.2} µs (os layer, with vs without the advice)",
         (1.0 / rate[&3] - 1.0 / rate[&4]) * 1e6
+    );
+    println!(
+        "the separate signal stack per thread: {:.2} µs (os layer, with vs without)",
+        (1.0 / rate[&4] - 1.0 / rate[&5]) * 1e6
+    );
+    println!(
+        "mitigation + separate signal stack together: start rate {:.3}× the layout without both (os layer; target: ≥ 0.90)",
+        rate[&3] / rate[&5]
     );
 }

@@ -15,27 +15,20 @@
 //! turns a missing tool into a failure).
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
+
+#[path = "../../jtreg-like-tests/src/ctools.rs"]
+mod ctools;
+
+use ctools::{command, have, Install, Link};
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).to_owned()
 }
 
-fn have(tool: &str) -> bool {
-    // `sh` (dash) has no --version: ask the shell whether it knows the tool.
-    Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
 /// `Some(reason)` when the C toolchain is missing; fails instead on CI.
 fn missing_tools() -> Option<String> {
-    let missing: Vec<&str> = ["cc", "pkg-config", "sh"]
-        .into_iter()
-        .filter(|t| !have(t))
-        .collect();
+    let missing = ctools::missing_tools();
     if missing.is_empty() {
         return None;
     }
@@ -54,106 +47,29 @@ fn scratch() -> PathBuf {
     d
 }
 
-/// The prefix `tools/install-c.sh --debug` installed into (once per test process).
+/// The install `tools/install-c.sh --debug` made (once per test process).
+fn install() -> &'static Install {
+    static INSTALL: OnceLock<Install> = OnceLock::new();
+    INSTALL.get_or_init(|| Install::new(&scratch().join("prefix"), env!("CARGO")).unwrap())
+}
+
 fn prefix() -> &'static Path {
-    static PREFIX: OnceLock<PathBuf> = OnceLock::new();
-    PREFIX.get_or_init(|| {
-        let prefix = scratch().join("prefix");
-        let _ = std::fs::remove_dir_all(&prefix);
-        let out = Command::new("sh")
-            .arg(root().join("../tools/install-c.sh"))
-            .arg("--debug")
-            .arg("--prefix")
-            .arg(&prefix)
-            .env(
-                "CARGO_TARGET_DIR",
-                PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("c-library"),
-            )
-            .env("CARGO", env!("CARGO"))
-            .current_dir(root())
-            .output()
-            .expect("run tools/install-c.sh");
-        assert!(
-            out.status.success(),
-            "tools/install-c.sh failed:\n{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        for f in [
-            "include/rtvm.h",
-            "lib/librtvm.so",
-            "lib/librtvm.a",
-            "lib/pkgconfig/rtvm.pc",
-            "lib/pkgconfig/rtvm-static.pc",
-        ] {
-            assert!(prefix.join(f).exists(), "the install has no {f}");
-        }
-        prefix
-    })
+    &install().prefix
 }
 
 fn pkg_config(package: &str, what: &[&str]) -> Vec<String> {
-    let out = Command::new("pkg-config")
-        .args(what)
-        .arg(package)
-        .env("PKG_CONFIG_PATH", prefix().join("lib/pkgconfig"))
-        .output()
-        .expect("run pkg-config");
-    assert!(
-        out.status.success(),
-        "pkg-config {package}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .map(str::to_owned)
-        .collect()
-}
-
-#[derive(Clone, Copy, PartialEq)]
-enum Link {
-    Shared,
-    Static,
-    /// Header only: the program loads the library with `dlopen`.
-    Runtime,
+    install().pkg_config(package, what).unwrap()
 }
 
 /// Compiles `source` into `scratch()/name` against the installed library.
 fn compile(source: &Path, name: &str, link: Link, extra: &[&str]) -> PathBuf {
     let out = scratch().join(name);
-    let flags = match link {
-        Link::Shared => pkg_config("rtvm", &["--cflags", "--libs"]),
-        Link::Static => pkg_config("rtvm-static", &["--cflags", "--libs"]),
-        Link::Runtime => pkg_config("rtvm", &["--cflags"]),
-    };
-    let o = Command::new("cc")
-        .args(["-Wall", "-Wextra", "-Werror", "-g"])
-        .args(extra)
-        .arg("-o")
-        .arg(&out)
-        .arg(source)
-        .args(flags)
-        .args(["-lpthread", "-ldl"])
-        .output()
-        .expect("run cc");
-    assert!(
-        o.status.success(),
-        "cc {} failed:\n{}",
-        source.display(),
-        String::from_utf8_lossy(&o.stderr)
-    );
+    install().compile(source, &out, link, extra).unwrap();
     out
 }
 
 fn run(binary: &Path, args: &[&str]) -> (i32, String, String) {
-    let o = Command::new(binary)
-        .args(args)
-        .env_remove("RTVM_OPTIONS")
-        // cargo puts target/<profile> on the library path, where a librtvm.so of another
-        // build may lie: the programs must load the installed one (their RUNPATH).
-        .env_remove("LD_LIBRARY_PATH")
-        .output()
-        .unwrap();
+    let o = command(binary).args(args).output().unwrap();
     (
         o.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&o.stdout).into_owned(),
@@ -170,12 +86,10 @@ fn valgrind_clean(binary: &Path, args: &[&str]) {
         println!("valgrind not installed: the memory check was not run");
         return;
     }
-    let o = Command::new("valgrind")
+    let o = command(Path::new("valgrind"))
         .args(["--error-exitcode=1", "-q"])
         .arg(binary)
         .args(args)
-        .env_remove("RTVM_OPTIONS")
-        .env_remove("LD_LIBRARY_PATH")
         .output()
         .unwrap();
     assert!(
@@ -201,7 +115,7 @@ fn the_install_has_header_libraries_and_pkg_config_files() {
     let flags = pkg_config("rtvm-static", &["--cflags", "--libs"]).join(" ");
     assert!(flags.contains(&format!("{p}/lib/librtvm.a")), "{flags}");
     // The shared library stays loaded once loaded (hooks and handlers point into it).
-    let o = Command::new("readelf")
+    let o = std::process::Command::new("readelf")
         .arg("-d")
         .arg(prefix().join("lib/librtvm.so"))
         .output();

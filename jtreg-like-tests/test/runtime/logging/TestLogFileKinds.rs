@@ -14,10 +14,6 @@ use std::process::Command;
 
 use rtvm_jtreg::testlib::*;
 
-fn java_available() -> bool {
-    Command::new("java").arg("-version").output().is_ok_and(|o| o.status.success())
-}
-
 /// Both VMs with `args` + `-version`: our output checked against `lines`, and java's too.
 fn both(args: &[&str], status: i32, lines: &[&str]) -> TestResult {
     let mut all: Vec<&str> = args.to_vec();
@@ -27,16 +23,11 @@ fn both(args: &[&str], status: i32, lines: &[&str]) -> TestResult {
     for l in lines {
         ours.should_contain(l)?;
     }
-    if java_available() {
-        let mut java = Command::new("java");
-        java.args(&all).env_remove("JAVA_TOOL_OPTIONS");
-        let theirs = ProcessTools::execute(java)?;
+    if let Some(theirs) = JavaTools::execute(&all)? {
         theirs.should_have_exit_value(status)?;
         for l in lines {
             theirs.should_contain(l)?;
         }
-    } else {
-        println!("java is not installed here: checked against HotSpot 17's recorded messages only");
     }
     Ok(())
 }
