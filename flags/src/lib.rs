@@ -84,6 +84,8 @@ pub struct FlagInfo {
     pub range: Option<(Value, Value)>,
     /// Its constraint, if any.
     pub constraint: Option<Constraint>,
+    /// Printed with its type's range (HotSpot checks it with a constraint function).
+    pub type_range: bool,
     /// A one-line description.
     pub doc: &'static str,
 }
@@ -100,6 +102,7 @@ impl FlagInfo {
         match (&self.range, &self.constraint) {
             (Some(range), _) => Some(range.clone()),
             (None, Some(_)) => self.ty.type_range(),
+            (None, None) if self.type_range => self.ty.type_range(),
             (None, None) => None,
         }
     }

@@ -115,13 +115,16 @@ macro_rules! flag_kind {
 
 /// Declares the flag table.
 ///
-/// Each entry reads `kind(type, Name, default, "doc") [range(min, max)]
+/// Each entry reads `kind(type, Name, default, "doc") [range(min, max) | type_range()]
 /// [constraint(function, Phase)];` where `kind` is `product`, `product_pd`, `diagnostic`,
 /// `experimental` or `manageable`, and `type` is one of HotSpot's type keywords.
+/// `type_range()` marks a flag HotSpot checks with a constraint function and no range: it
+/// prints the type's own range in `-XX:+PrintFlagsRanges` (rtvm checks it in ergonomics).
 macro_rules! define_flags {
     ($(
         $kind:ident ( $ty:ident, $name:ident, $default:expr, $doc:literal )
         $( range ( $min:expr, $max:expr ) )?
+        $( type_range ( $($tr:tt)? ) )?
         $( constraint ( $check:path, $phase:ident ) )?
         ;
     )*) => {
@@ -140,6 +143,7 @@ macro_rules! define_flags {
                     ty: flag_type!($ty),
                     default: flag_value!($ty, $default),
                     range: define_flags!(@range $ty $(, $min, $max)?),
+                    type_range: define_flags!(@type_range $( type_range ( $($tr)? ) )?),
                     constraint: define_flags!(@constraint $( $check, $phase )?),
                     doc: $doc,
                 },
@@ -163,6 +167,8 @@ macro_rules! define_flags {
     (@range $ty:ident, $min:expr, $max:expr) => {
         Some((flag_value!($ty, $min), flag_value!($ty, $max)))
     };
+    (@type_range) => { false };
+    (@type_range type_range ( )) => { true };
     (@constraint) => { None };
     (@constraint $check:path, $phase:ident) => {
         Some($crate::Constraint { check: $check, phase: $crate::Phase::$phase })

@@ -108,7 +108,9 @@ pub fn parse(
     sink: &mut dyn FnMut(Stream, &str),
 ) -> Result<Parsed, ArgError> {
     let env_args = match options.env {
-        Some(env) if !env.value.trim().is_empty() => {
+        // Set, even to nothing: announced (HotSpot prints `Picked up ...: ` for an empty
+        // JAVA_TOOL_OPTIONS too).
+        Some(env) => {
             sink(
                 Stream::Stderr,
                 &format!("Picked up {}: {}\n", env.name, env.value),
@@ -125,7 +127,6 @@ pub fn parse(
         xlog: Vec::new(),
         xlog_hook: options.xlog,
         ignore_unrecognized: options.ignore_unrecognized,
-        print_vm_options: false,
         stop: None,
         show_version: false,
         sink,
@@ -143,8 +144,22 @@ pub fn parse(
                     show_version: false,
                 });
             }
-            "-XX:+PrintVMOptions" => parser.print_vm_options = true,
-            "-XX:-PrintVMOptions" => parser.print_vm_options = false,
+            "-XX:+PrintVMOptions" | "-XX:-PrintVMOptions" => {
+                let on = arg.starts_with("-XX:+");
+                let source = if cmd_args.contains(arg) {
+                    Source::CommandLine
+                } else {
+                    Source::Environment
+                };
+                parser
+                    .settings
+                    .set_value(
+                        flag_index(flag::PrintVMOptions.info().name),
+                        Value::Bool(on),
+                        crate::Origin::from(source),
+                    )
+                    .map_err(ArgError::invalid)?;
+            }
             "-XX:+IgnoreUnrecognizedVMOptions" => parser.ignore_unrecognized = true,
             "-XX:-IgnoreUnrecognizedVMOptions" => {
                 parser.ignore_unrecognized = options.ignore_unrecognized
@@ -221,28 +236,22 @@ struct Parser<'s> {
     xlog: Vec<String>,
     xlog_hook: Option<XlogHook<'s>>,
     ignore_unrecognized: bool,
-    print_vm_options: bool,
     stop: Option<StopReason>,
     show_version: bool,
     sink: &'s mut dyn FnMut(Stream, &str),
-}
-
-/// What a `-XX:` argument asks for.
-enum Action<'a> {
-    /// `+Name` / `-Name`
-    SetBool(bool),
-    /// `Name=value`; `reset` for `Name:=value`
-    Assign { value: &'a str, reset: bool },
-    /// `Name` alone
-    Bare,
 }
 
 impl Parser<'_> {
     /// Processes one option from the command line or the environment.
     fn process(&mut self, arg: &str, source: Source) -> Result<(), ArgError> {
         if let Some(rest) = arg.strip_prefix("-XX:") {
-            if rest.starts_with("Flags=") || rest.starts_with("VMOptionsFile=") {
-                return Ok(()); // handled before
+            if let Some(size) = rest.strip_prefix("MaxHeapSize=") {
+                // Parsed as -Xmx is, with its message (and echoed as any -XX: option).
+                if self.settings.get(flag::PrintVMOptions) {
+                    (self.sink)(Stream::Stdout, &format!("VM option '{rest}'\n"));
+                }
+                let bytes = parse_heap_size(size, arg, "Invalid maximum heap size")?;
+                return self.set_size(flag::MaxHeapSize.info().name, bytes, arg);
             }
             return self.process_xx(rest, source);
         }
@@ -264,7 +273,10 @@ impl Parser<'_> {
             }
             return Ok(());
         }
+        // -version and -showversion are the launcher's (and the embedder's, through the
+        // options of VM creation); in the environment variable java's VM does not know them.
         match arg {
+            "-version" | "-showversion" if source == Source::Environment => {}
             "-version" => {
                 self.stop = Some(StopReason::Version);
                 return Ok(());
@@ -291,11 +303,11 @@ impl Parser<'_> {
             return self.set_size(flag::InitialHeapSize.info().name, bytes, arg);
         }
         if let Some(size) = arg.strip_prefix("-Xmx") {
-            let bytes = parse_size_option(size, arg, "Invalid maximum heap size")?;
+            let bytes = parse_heap_size(size, arg, "Invalid maximum heap size")?;
             return self.set_size(flag::MaxHeapSize.info().name, bytes, arg);
         }
         if let Some(size) = arg.strip_prefix("-Xmn") {
-            let bytes = parse_size_option(size, arg, "Invalid initial young generation size")?;
+            let bytes = parse_heap_size(size, arg, "Invalid initial young generation size")?;
             self.set_size(flag::MaxNewSize.info().name, bytes, arg)?;
             return self.set_size(flag::NewSize.info().name, bytes, arg);
         }
@@ -348,106 +360,137 @@ impl Parser<'_> {
             })
     }
 
-    /// Processes what follows `-XX:` (or a bare token of a settings file).
+    /// Processes what follows `-XX:` (or a token of a settings file), as HotSpot does: with
+    /// `PrintVMOptions` on, the option is echoed first; then it is applied if it has one of
+    /// the forms a flag takes (`+Name`/`-Name` for a bool, `Name=value`, `Name:=text` for a
+    /// string); otherwise the message depends only on whether a flag of that name exists
+    /// (locked, or used with the wrong form) or not (unrecognized, with a suggestion).
     fn process_xx(&mut self, arg: &str, source: Source) -> Result<(), ArgError> {
-        if arg.starts_with('#') {
-            // A commented-out option: reported, never fatal.
-            (self.sink)(Stream::Stderr, &format!("Unrecognized VM option '{arg}'\n"));
-            return Ok(());
-        }
-        let (name, action, shown) = split_xx(arg);
-        let valid_name = !name.is_empty()
-            && name.len() <= 255
-            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
-        let index = if valid_name { find_index(name) } else { None };
-        let Some(index) = index else {
-            return self.unrecognized_xx(name, shown);
-        };
-        let info = &FLAGS[index];
-        if !info.is_unlocker() && !self.settings.is_unlocked(info) {
-            let unlock = info.kind.unlock_flag().unwrap_or_default();
-            return Err(ArgError::invalid(format!(
-                "Error: VM option '{name}' is {} and must be enabled via -XX:+{unlock}.\n\
-                 Error: The unlock option must precede '{name}'.\n",
-                info.kind.word()
-            )));
-        }
-        let origin = crate::Origin::from(source);
-        match action {
-            Action::SetBool(on) => {
-                if !info.is_bool() {
-                    return Err(ArgError::invalid(format!(
-                        "Unexpected +/- setting in VM option '{name}'\n"
-                    )));
-                }
-                self.settings
-                    .set_value(index, Value::Bool(on), origin)
-                    .map_err(ArgError::invalid)?;
-            }
-            Action::Assign { value, reset } => {
-                if info.is_bool() {
-                    return Err(ArgError::invalid(format!(
-                        "Missing +/- setting for VM option '{arg}'\n"
-                    )));
-                }
-                if reset && info.ty != FlagType::Ccstr {
-                    return self.unrecognized_xx(name, shown);
-                }
-                let improper =
-                    || ArgError::invalid(format!("Improperly specified VM option '{arg}'\n"));
-                let parsed = match info.ty.parse(value) {
-                    Some(v) => v,
-                    // -XX:MaxHeapSize= shares -Xmx's parser, and its message.
-                    None if index == flag_index(flag::MaxHeapSize.info().name) => {
-                        return Err(ArgError::invalid(format!(
-                            "Invalid maximum heap size: -XX:{arg}\n"
-                        )));
-                    }
-                    None => return Err(improper()),
-                };
-                self.settings
-                    .set_value(index, parsed, origin)
-                    .map_err(|message| {
-                        // A constraint message without a newline stands alone, as HotSpot's
-                        // NativeMemoryTracking syntax error does.
-                        if message.ends_with('\n') {
-                            ArgError::invalid(format!(
-                                "{message}Improperly specified VM option '{arg}'\n"
-                            ))
-                        } else {
-                            ArgError::invalid(message)
-                        }
-                    })?;
-            }
-            Action::Bare => {
-                return Err(ArgError::invalid(if info.is_bool() {
-                    format!("Missing +/- setting for VM option '{name}'\n")
-                } else {
-                    format!("Improperly specified VM option '{name}'\n")
-                }));
-            }
-        }
-        if self.print_vm_options {
+        if self.settings.get(flag::PrintVMOptions) {
             (self.sink)(Stream::Stdout, &format!("VM option '{arg}'\n"));
         }
-        Ok(())
+        if source != Source::ConfigFile
+            && matches!(
+                arg,
+                "+PrintVMOptions"
+                    | "-PrintVMOptions"
+                    | "+IgnoreUnrecognizedVMOptions"
+                    | "-IgnoreUnrecognizedVMOptions"
+            )
+        {
+            return Ok(()); // the pre-scan applied these
+        }
+        if arg.starts_with("Flags=") || arg.starts_with("VMOptionsFile=") {
+            return Ok(()); // handled before everything else
+        }
+        if self.apply_xx(arg, source)? {
+            if source == Source::ConfigFile && arg.ends_with("IgnoreUnrecognizedVMOptions") {
+                self.ignore_unrecognized = self.settings.get(flag::IgnoreUnrecognizedVMOptions);
+            }
+            return Ok(());
+        }
+        self.not_applied(arg)
     }
 
-    /// An unknown `-XX:` option: ignored when asked, otherwise HotSpot's message and, for a
-    /// close enough flag name, a suggestion (printed without a newline, as HotSpot does).
-    fn unrecognized_xx(&mut self, name: &str, shown: &str) -> Result<(), ArgError> {
+    /// The index of the flag `name` if it exists and may be set now (unlocked, or one of the
+    /// unlock flags themselves).
+    fn settable(&self, name: &str) -> Option<usize> {
+        let valid = !name.is_empty()
+            && name.len() <= 255
+            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        if !valid {
+            return None;
+        }
+        let index = find_index(name)?;
+        let info = &FLAGS[index];
+        (info.is_unlocker() || self.settings.is_unlocked(info)).then_some(index)
+    }
+
+    /// Applies `arg` if it has a form its flag takes: `Ok(true)`; `Ok(false)` if it has no
+    /// such form (the caller says why). A value outside the flag's range or refused by its
+    /// constraint is an error here, with HotSpot's range message.
+    fn apply_xx(&mut self, arg: &str, source: Source) -> Result<bool, ArgError> {
+        let origin = crate::Origin::from(source);
+        let bool_form = arg
+            .strip_prefix('+')
+            .map(|n| (true, n))
+            .or_else(|| arg.strip_prefix('-').map(|n| (false, n)));
+        if let Some((on, name)) = bool_form {
+            let Some(index) = self.settable(name).filter(|&i| FLAGS[i].is_bool()) else {
+                return Ok(false);
+            };
+            self.settings
+                .set_value(index, Value::Bool(on), origin)
+                .map_err(ArgError::invalid)?;
+            return Ok(true);
+        }
+        let name_len = arg
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(arg.len());
+        let (name, rest) = arg.split_at(name_len);
+        let (value, reset) = if let Some(v) = rest.strip_prefix('=') {
+            (v, false)
+        } else if let Some(v) = rest.strip_prefix(":=") {
+            (v, true)
+        } else {
+            return Ok(false);
+        };
+        let Some(index) = self.settable(name) else {
+            return Ok(false);
+        };
+        let info = &FLAGS[index];
+        if info.is_bool() || (reset && info.ty != FlagType::Ccstr) {
+            return Ok(false);
+        }
+        let Some(parsed) = info.ty.parse(value) else {
+            return Ok(false);
+        };
+        self.settings
+            .set_value(index, parsed, origin)
+            .map_err(|message| {
+                // A constraint message without a newline stands alone, as HotSpot's
+                // NativeMemoryTracking syntax error does.
+                if message.ends_with('\n') {
+                    ArgError::invalid(format!("{message}Improperly specified VM option '{arg}'\n"))
+                } else {
+                    ArgError::invalid(message)
+                }
+            })?;
+        Ok(true)
+    }
+
+    /// Why `arg` was not applied: the flag named before any `=` is locked, or was given the
+    /// wrong form; or there is no such flag — then nothing with `IgnoreUnrecognizedVMOptions`,
+    /// else "Unrecognized" with a suggestion (printed without a newline, as HotSpot does),
+    /// fatal unless the option is commented out (`-XX:#...`).
+    fn not_applied(&mut self, arg: &str) -> Result<(), ArgError> {
+        let plus_minus = arg.starts_with('+') || arg.starts_with('-');
+        let shown = if plus_minus { &arg[1..] } else { arg };
+        let name = shown.split('=').next().unwrap_or_default();
+        if let Some(info) = find_index(name).map(|i| &FLAGS[i]) {
+            if !self.settings.is_unlocked(info) {
+                let unlock = info.kind.unlock_flag().unwrap_or_default();
+                return Err(ArgError::invalid(format!(
+                    "Error: VM option '{}' is {} and must be enabled via -XX:+{unlock}.\n\
+                     Error: The unlock option must precede '{}'.\n",
+                    info.name,
+                    info.kind.word(),
+                    info.name
+                )));
+            }
+            return Err(ArgError::invalid(if info.is_bool() && !plus_minus {
+                format!("Missing +/- setting for VM option '{shown}'\n")
+            } else if !info.is_bool() && plus_minus {
+                format!("Unexpected +/- setting in VM option '{shown}'\n")
+            } else {
+                format!("Improperly specified VM option '{shown}'\n")
+            }));
+        }
         if self.ignore_unrecognized {
             return Ok(());
         }
         let mut message = format!("Unrecognized VM option '{shown}'\n");
-        // A known name used in an unknown form (`Name:=v` on a number) gets no suggestion:
-        // it would only repeat the name.
-        let suggestion = if find_index(name).is_some() {
-            None
-        } else {
-            suggest(name)
-        };
-        if let Some(best) = suggestion {
+        if let Some(best) = suggest(name) {
             let (prefix, suffix) = if best.is_bool() {
                 ("(+/-)", "")
             } else {
@@ -455,34 +498,13 @@ impl Parser<'_> {
             };
             message.push_str(&format!("Did you mean '{prefix}{}{suffix}'? ", best.name));
         }
+        if arg.starts_with('#') {
+            // Commented out: reported, never fatal.
+            (self.sink)(Stream::Stderr, &message);
+            return Ok(());
+        }
         Err(ArgError::invalid(message))
     }
-}
-
-/// Splits a `-XX:` argument into name, action and the text HotSpot shows for it in
-/// "Unrecognized VM option" (the argument without a leading `+`/`-`).
-fn split_xx(arg: &str) -> (&str, Action<'_>, &str) {
-    if let Some(name) = arg.strip_prefix('+') {
-        return (name, Action::SetBool(true), name);
-    }
-    if let Some(name) = arg.strip_prefix('-') {
-        return (name, Action::SetBool(false), name);
-    }
-    if let Some(eq) = arg.find('=') {
-        let (name, value) = (&arg[..eq], &arg[eq + 1..]);
-        if let Some(name) = name.strip_suffix(':') {
-            return (name, Action::Assign { value, reset: true }, arg);
-        }
-        return (
-            name,
-            Action::Assign {
-                value,
-                reset: false,
-            },
-            arg,
-        );
-    }
-    (arg, Action::Bare, arg)
 }
 
 /// The flag whose name is most similar to `name`, if similar enough.
@@ -493,6 +515,13 @@ fn suggest(name: &str) -> Option<&'static crate::FlagInfo> {
         .filter(|(score, _)| *score >= SUGGESTION_THRESHOLD)
         .max_by(|a, b| a.0.total_cmp(&b.0))
         .map(|(_, f)| f)
+}
+
+/// Parses the size of `-Xmx`/`-Xmn`/`-XX:MaxHeapSize=`, which may not be 0.
+fn parse_heap_size(size: &str, arg: &str, what: &str) -> Result<u64, ArgError> {
+    Some(parse_size_option(size, arg, what)?)
+        .filter(|&bytes| bytes > 0)
+        .ok_or_else(|| ArgError::invalid(format!("{what}: {arg}\n")))
 }
 
 /// Parses the size of `-Xms`/`-Xmx`/`-Xmn`/`-Xss`.
@@ -631,9 +660,10 @@ mod tests {
             err(&["-XX:+Foo-Bar"]).message,
             "Unrecognized VM option 'Foo-Bar'\n"
         );
+        // HotSpot looks up the text before '=' ("ThreadStackSize:"): no such flag, a close one.
         assert_eq!(
             err(&["-XX:ThreadStackSize:=1"]).message,
-            "Unrecognized VM option 'ThreadStackSize:=1'\n"
+            "Unrecognized VM option 'ThreadStackSize:=1'\nDid you mean 'ThreadStackSize=<value>'? "
         );
         let e = err(&["-Xfoo"]);
         assert_eq!(e.message, "Unrecognized option: -Xfoo\n");
@@ -685,10 +715,28 @@ mod tests {
             err(&["-XX:MaxHeapSize"]).message,
             "Improperly specified VM option 'MaxHeapSize'\n"
         );
+        // As HotSpot 17: the unlock flag is itself diagnostic, and locked until unlocked.
         assert_eq!(
             err(&["-XX:UnlockDiagnosticVMOptions"]).message,
-            "Missing +/- setting for VM option 'UnlockDiagnosticVMOptions'\n",
-            "unlike HotSpot 17 (JDK-8392477), no self-referencing unlock message"
+            "Error: VM option 'UnlockDiagnosticVMOptions' is diagnostic and must be enabled via -XX:+UnlockDiagnosticVMOptions.\n\
+             Error: The unlock option must precede 'UnlockDiagnosticVMOptions'.\n"
+        );
+        assert_eq!(
+            err(&[
+                "-XX:+UnlockDiagnosticVMOptions",
+                "-XX:UnlockDiagnosticVMOptions"
+            ])
+            .message,
+            "Missing +/- setting for VM option 'UnlockDiagnosticVMOptions'\n"
+        );
+        // The name before '=' is looked up: a bool with +/- and a value, a number with +/-.
+        assert_eq!(
+            err(&["-XX:+AlwaysPreTouch=1"]).message,
+            "Improperly specified VM option 'AlwaysPreTouch=1'\n"
+        );
+        assert_eq!(
+            err(&["-XX:-ParallelGCThreads=1"]).message,
+            "Unexpected +/- setting in VM option 'ParallelGCThreads=1'\n"
         );
     }
 

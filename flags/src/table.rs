@@ -27,7 +27,8 @@ mod pd {
     pub const PRETOUCH_CHUNK: u64 = 4 * M;
     #[cfg(not(target_os = "linux"))]
     pub const PRETOUCH_CHUNK: u64 = 1024 * M;
-    /// Largest stack size, in K, a flag may ask for: 1M kilobytes, i.e. 1 GiB.
+    /// Largest Java thread stack size, in K, `ThreadStackSize` may ask for: 1M kilobytes,
+    /// i.e. 1 GiB (`VMThreadStackSize` goes to `max_intx / K`, as in HotSpot 17).
     pub const MAX_STACK_SIZE_K: i64 = M as i64;
 
     // HotSpot 17's x86-64 stack zones, in 4K pages (`globals_x86.hpp`), and their ranges.
@@ -44,6 +45,11 @@ mod pd {
     pub const MIN_STACK_SHADOW_PAGES: i64 = 10;
     pub const MAX_STACK_SHADOW_PAGES: i64 = 50;
 }
+
+/// HotSpot's `ScaleForWordSize(96 * M)` on a 64-bit VM: MaxHeapSize's table default.
+const SCALED_96M: u64 = (96 * M * 13 / 10) & !7;
+/// HotSpot's `ScaleForWordSize(1 * M)`: NewSize's table default.
+const SCALED_1M: u64 = (M * 13 / 10) & !7;
 
 /// The largest value a `size_t` chunk size may take (`SIZE_MAX / 2`).
 const SIZE_MAX_HALF: u64 = u64::MAX / 2;
@@ -67,21 +73,26 @@ define_flags! {
     product(bool, IgnoreUnrecognizedVMOptions, false,
         "Ignore unrecognized VM options");
     product(size_t, InitialHeapSize, 0,
-        "Initial heap size (in bytes); zero means use ergonomics (1/64 of physical memory)");
-    product(size_t, MaxHeapSize, 128 * M,
-        "Maximum heap size (in bytes); ergonomics set it to 1/4 of physical memory unless given");
+        "Initial heap size (in bytes); zero means use ergonomics (1/64 of physical memory)")
+        type_range();
+    product(size_t, MaxHeapSize, SCALED_96M,
+        "Maximum heap size (in bytes); ergonomics set it to 1/4 of physical memory unless given")
+        type_range();
     product(size_t, MaxNewSize, u64::MAX,
-        "Maximum size of the nursery (in bytes); -Xmn sets it together with NewSize");
+        "Maximum size of the nursery (in bytes); -Xmn sets it together with NewSize")
+        type_range();
     product(size_t, MinHeapSize, 0,
-        "Minimum heap size (in bytes); zero means use ergonomics");
+        "Minimum heap size (in bytes); zero means use ergonomics")
+        type_range();
     product(ccstr, NativeMemoryTracking, "off",
         "Native memory tracking options: off, summary or detail")
         constraint(constraints::native_memory_tracking, AtParse);
-    product(size_t, NewSize, 0,
-        "Size of the nursery (in bytes): a region at the heap's low end that the embedder can empty in one step; zero means no nursery");
+    product(size_t, NewSize, SCALED_1M,
+        "Size of the nursery (in bytes): a region at the heap's low end that the embedder can empty in one step; there is a nursery only when NewSize (or -Xmn) is given")
+        type_range();
     product(uint, ParallelGCThreads, 0,
-        "Number of parallel worker threads (pre-touch and other parallel VM tasks); zero means use ergonomics")
-        range(0, 4096);
+        "Number of parallel worker threads (pre-touch and other parallel VM tasks), started as tasks need them; zero means use ergonomics")
+        type_range();
     product_pd(size_t, PreTouchParallelChunkSize, pd::PRETOUCH_CHUNK,
         "Per-thread chunk size for parallel memory pre-touch")
         range(4 * K, SIZE_MAX_HALF);
@@ -124,7 +135,7 @@ define_flags! {
         "Use MADV_HUGEPAGE for the heap so the kernel backs it with transparent huge pages");
     product_pd(intx, VMThreadStackSize, pd::VM_THREAD_STACK_SIZE_K,
         "Thread stack size (in Kbytes) of VM-internal threads and workers; 0 uses the system default (RLIMIT_STACK)")
-        range(0, pd::MAX_STACK_SIZE_K);
+        range(0, i64::MAX / 1024);
 }
 
 /// Names of the flags that unlock others; they are always settable themselves.

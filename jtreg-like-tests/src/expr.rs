@@ -8,7 +8,7 @@
 
 use std::fmt;
 
-use crate::regex::Regex;
+use regex::Regex;
 
 /// A parse or evaluation error, with a message naming what was wrong.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -332,8 +332,11 @@ impl Expr {
                     "!=" => Val::Bool(!a.equals(&b)),
                     "~=" => {
                         let pattern = b.as_text();
-                        let re = Regex::new(&pattern).map_err(|e| ExprError(e.0))?;
-                        Val::Bool(re.is_full_match(&a.as_text()))
+                        // jtreg's `~=` is Java's String.matches: the whole text.
+                        let re = Regex::new(&format!("^(?:{pattern})$")).map_err(|e| {
+                            ExprError(format!("invalid regular expression '{pattern}': {e}"))
+                        })?;
+                        Val::Bool(re.is_match(&a.as_text()))
                     }
                     "<" => Val::Bool(a.as_num(op)? < b.as_num(op)?),
                     "<=" => Val::Bool(a.as_num(op)? <= b.as_num(op)?),

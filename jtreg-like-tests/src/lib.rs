@@ -21,7 +21,6 @@ pub mod ctools;
 pub mod expr;
 pub mod header;
 pub mod props;
-pub mod regex;
 pub mod run;
 pub mod suite;
 pub mod testlib;

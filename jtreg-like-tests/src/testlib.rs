@@ -18,7 +18,7 @@ use std::process::{Command, Stdio};
 pub use rtvm::launcher::{Exit, MainResult as TestResult};
 pub use rtvm::Vm;
 
-use crate::regex::Regex;
+use regex::Regex;
 
 /// The exit status a test VM uses for a skipped test (with `jtreg.SkippedException: <reason>`
 /// on stderr).
@@ -234,6 +234,12 @@ impl JavaTools {
     }
 }
 
+/// `pattern` compiled in multi-line mode, as Java's `Pattern.MULTILINE`.
+fn multi_line(pattern: &str) -> Result<Regex, TestFailure> {
+    Regex::new(&format!("(?m){pattern}"))
+        .map_err(|e| TestFailure(format!("invalid regular expression '{pattern}': {e}")))
+}
+
 fn describe(c: &Command) -> String {
     let mut s = c.get_program().to_string_lossy().into_owned();
     for a in c.get_args() {
@@ -377,7 +383,8 @@ impl OutputAnalyzer {
         }
     }
 
-    /// Some line of either stream matches the regular expression (anywhere in the line).
+    /// The regular expression matches somewhere in stdout or in stderr (`shouldMatch`:
+    /// multi-line mode, so `^` and `$` match at line boundaries).
     pub fn should_match(&self, pattern: &str) -> Result<&Self, TestFailure> {
         match self.first_match(pattern)? {
             Some(_) => Ok(self),
@@ -385,24 +392,40 @@ impl OutputAnalyzer {
         }
     }
 
-    /// The first line (stderr first, as `OutputAnalyzer.firstMatch`) that matches.
-    /// `^` and `$` anchor at the start and end of a line.
+    /// The line (stderr first, as `OutputAnalyzer.firstMatch`) where the regular expression
+    /// first matches.
     pub fn first_match(&self, pattern: &str) -> Result<Option<String>, TestFailure> {
-        let (start, p) = match pattern.strip_prefix('^') {
-            Some(p) => ("", p),
-            None => (".*", pattern),
-        };
-        let (end, p) = match p.strip_suffix('$').filter(|q| !q.ends_with('\\')) {
-            Some(q) => ("", q),
-            None => (".*", p),
-        };
-        let re = Regex::new(&format!("{start}(?:{p}){end}")).map_err(|e| TestFailure(e.0))?;
-        Ok(self
-            .stderr
-            .lines()
-            .chain(self.stdout.lines())
-            .find(|l| re.is_full_match(l))
-            .map(str::to_owned))
+        let re = multi_line(pattern)?;
+        for text in [&self.stderr, &self.stdout] {
+            if let Some(m) = re.find(text) {
+                let start = text[..m.start()].rfind('\n').map_or(0, |i| i + 1);
+                let end = text[m.start()..]
+                    .find('\n')
+                    .map_or(text.len(), |i| m.start() + i);
+                return Ok(Some(text[start..end].to_owned()));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The named groups (`(?P<name>...)`) of every match of the regular expression in
+    /// stdout, then stderr: one map per match, of the groups that took part.
+    pub fn named_captures(
+        &self,
+        pattern: &str,
+    ) -> Result<Vec<std::collections::HashMap<String, String>>, TestFailure> {
+        let re = multi_line(pattern)?;
+        let names: Vec<&str> = re.capture_names().flatten().collect();
+        Ok(re
+            .captures_iter(&self.stdout)
+            .chain(re.captures_iter(&self.stderr))
+            .map(|c| {
+                names
+                    .iter()
+                    .filter_map(|n| Some((n.to_string(), c.name(n)?.as_str().to_owned())))
+                    .collect()
+            })
+            .collect())
     }
 
     /// The exit value is `n`.

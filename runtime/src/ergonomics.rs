@@ -68,7 +68,7 @@ pub(crate) fn ergonomics(s: &mut Settings, pages: &PageInfo) -> Result<Ergo, Cre
             8 + (cpus - 8) * 5 / 8
         };
         // HotSpot presents this derived value as {default}.
-        s.set_default(flag::ParallelGCThreads, n.min(4096) as u32)
+        s.set_default(flag::ParallelGCThreads, n.min(u32::MAX as usize) as u32)
             .map_err(ergo_err)?;
     }
     let gc_threads = s.get(flag::ParallelGCThreads) as usize;
@@ -135,6 +135,10 @@ pub(crate) fn ergonomics(s: &mut Settings, pages: &PageInfo) -> Result<Ergo, Cre
         s.set_ergo(flag::InitialHeapSize, initial)
             .map_err(ergo_err)?;
     } else {
+        // HotSpot checks the floor on the value given, before any alignment.
+        if s.get(flag::InitialHeapSize) < M as usize {
+            return Err(init_error("Too small initial heap\n"));
+        }
         let initial = align_up(s.get(flag::InitialHeapSize))
             .unwrap_or(max)
             .min(max);
@@ -153,30 +157,72 @@ pub(crate) fn ergonomics(s: &mut Settings, pages: &PageInfo) -> Result<Ergo, Cre
         s.set_ergo(flag::MinHeapSize, initial.min(8 * M as usize))
             .map_err(ergo_err)?;
     }
-
-    // The nursery.
-    let mut nursery = s.get(flag::NewSize);
-    if nursery > 0 {
-        let cap = s.get(flag::MaxNewSize);
-        if nursery > cap {
-            log::warn!(
-                target: "gc+heap",
-                "NewSize ({}k) is greater than the MaxNewSize ({}k). A new max generation size of {}k will be used.",
-                nursery / 1024,
-                cap / 1024,
-                nursery / 1024
-            );
-            s.set_ergo(flag::MaxNewSize, nursery).map_err(ergo_err)?;
-        }
-        let fitted = align_up(nursery).unwrap_or(initial).min(initial);
-        if fitted != nursery {
-            if fitted < nursery {
-                log::warn!(target: "gc+heap", "NewSize ({}k) does not fit the initial heap ({}k); using {}k", nursery / 1024, initial / 1024, fitted / 1024);
-            }
-            s.set_ergo(flag::NewSize, fitted).map_err(ergo_err)?;
-        }
-        nursery = fitted;
+    // HotSpot's floors, checked in its order once the sizes are known.
+    if initial < M as usize {
+        return Err(init_error("Too small initial heap\n"));
     }
+    if s.get(flag::MinHeapSize) < M as usize {
+        return Err(init_error("Too small minimum heap\n"));
+    }
+
+    // The nursery: HotSpot's young-generation sizing rules and warnings (`gc+ergo`), with
+    // its generation alignment. There is a nursery only when NewSize was given.
+    const GEN_ALIGNMENT: usize = 64 * K as usize;
+    // HotSpot's FLAG_IS_CMDLINE (the -X size options count as command line wherever they
+    // came from); a NewSize from the environment or a settings file still makes a nursery.
+    let on_command_line = |o: rtvm_flags::Origin| o.source == rtvm_flags::Source::CommandLine;
+    let new_given = s.origin(flag::NewSize).source != rtvm_flags::Source::Default;
+    let new_cmdline = on_command_line(s.origin(flag::NewSize));
+    let max_new_given = s.origin(flag::MaxNewSize).source != rtvm_flags::Source::Default;
+    let max_new_cmdline = on_command_line(s.origin(flag::MaxNewSize));
+    let bound_minus_alignment =
+        |desired: usize, maximum: usize| desired.min(maximum.saturating_sub(GEN_ALIGNMENT));
+    let mut new_size = s.get(flag::NewSize);
+    if new_cmdline && new_size >= initial {
+        log::warn!(target: "gc+ergo", "NewSize was set larger than initial heap size, will use initial heap size.");
+        new_size = bound_minus_alignment(new_size, initial);
+        s.set_ergo(flag::NewSize, new_size).map_err(ergo_err)?;
+    }
+    if new_given {
+        let aligned = (new_size & !(GEN_ALIGNMENT - 1)).max(GEN_ALIGNMENT);
+        if aligned != new_size {
+            new_size = aligned;
+            s.set_ergo(flag::NewSize, new_size).map_err(ergo_err)?;
+        }
+    }
+    let mut max_new = s.get(flag::MaxNewSize);
+    if max_new_given {
+        if max_new >= max {
+            let smaller = max - GEN_ALIGNMENT;
+            if max_new_cmdline {
+                log::warn!(target: "gc+ergo", "MaxNewSize ({}k) is equal to or greater than the entire heap ({}k).  A new max generation size of {}k will be used.", max_new / 1024, max / 1024, smaller / 1024);
+            }
+            max_new = smaller;
+            s.set_ergo(flag::MaxNewSize, max_new).map_err(ergo_err)?;
+            if new_size > max_new {
+                new_size = max_new;
+                s.set_ergo(flag::NewSize, new_size).map_err(ergo_err)?;
+            }
+        } else if max_new < new_size {
+            max_new = new_size;
+            s.set_ergo(flag::MaxNewSize, max_new).map_err(ergo_err)?;
+        } else if !max_new.is_multiple_of(GEN_ALIGNMENT) {
+            max_new &= !(GEN_ALIGNMENT - 1);
+            s.set_ergo(flag::MaxNewSize, max_new).map_err(ergo_err)?;
+        }
+    }
+    if new_size > max_new {
+        if max_new_cmdline {
+            log::warn!(target: "gc+ergo", "NewSize ({}k) is greater than the MaxNewSize ({}k). A new max generation size of {}k will be used.", new_size / 1024, max_new / 1024, new_size / 1024);
+        }
+        s.set_ergo(flag::MaxNewSize, new_size).map_err(ergo_err)?;
+    }
+    // The nursery itself lives in the committed heap, in whole heap pages.
+    let nursery = if new_given {
+        align_down(new_size.min(initial))
+    } else {
+        0
+    };
 
     // Stacks: HotSpot's zones (in 4K pages), the alternate signal stack, the mitigation.
     let system_default = system::stack_rlimit().unwrap_or(8 * M).min(M * K) as usize;
@@ -257,7 +303,7 @@ pub(crate) fn log_page_sizes(pages: &PageInfo, ergo: &Ergo) {
     }
     let size = |b: usize| format_exact_size(b as u64);
     let h = &pages.hugetlb;
-    log::info!(target: "pagesize", "Explicit hugepage support:");
+    log::info!(target: "pagesize", "Static hugepage support:");
     for s in &h.sizes {
         log::info!(target: "pagesize", "  hugepage size: {}", size(*s));
     }
@@ -320,7 +366,7 @@ pub(crate) fn log_page_sizes(pages: &PageInfo, ergo: &Ergo) {
         base_page_size() / 1024
     );
     if ergo.thp_heap {
-        log::info!(target: "pagesize", "UseLargePages=1, UseTransparentHugePages=1");
+        log::info!(target: "pagesize", "UseLargePages=1, UseTransparentHugePages=1, UseHugeTLBFS=0, UseSHM=0");
         log::info!(
             target: "pagesize",
             "Large page support enabled. Usable page sizes: {}, {}. Default large page size: {}.",

@@ -24,6 +24,11 @@ use crate::error::{ErrorCode, ErrorKind};
 use crate::output::Stream;
 use crate::vm::Vm;
 
+/// What the launcher prints on stderr after an argument error, as java's launcher does
+/// (`JVM_ERROR1`, then the fatal-exception line), with rtvm's name for the VM.
+pub const CREATE_FAILED: &str =
+    "Error: Could not create the virtual machine.\nError: A fatal exception has occurred. Program will exit.\n";
+
 /// What a main returns: `Ok` for exit status 0; an error is printed as
 /// `Exception in thread "main" <error>` and gives exit status 1, unless it is an [`Exit`].
 pub type MainResult = Result<(), Box<dyn Error + Send + Sync>>;
@@ -208,19 +213,13 @@ pub fn launch(program: &str, args: &[OsString], mains: &Mains) -> i32 {
                 }
                 ErrorKind::ArgumentsStdout => {
                     emit(Stream::Stdout, &e.message);
-                    emit(
-                        Stream::Stderr,
-                        "Error: Could not create the virtual machine.\n",
-                    );
+                    emit(Stream::Stderr, CREATE_FAILED);
                     1
                 }
                 _ => {
                     if e.code != ErrorCode::Exited {
                         emit(Stream::Stderr, &e.message);
-                        emit(
-                            Stream::Stderr,
-                            "Error: Could not create the virtual machine.\n",
-                        );
+                        emit(Stream::Stderr, CREATE_FAILED);
                     }
                     1
                 }

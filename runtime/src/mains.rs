@@ -114,13 +114,14 @@ pub fn memory_line(label: &str, threads: usize) -> Result<String, std::io::Error
     let status = procfs::read_status()?;
     let rollup = procfs::read_smaps_rollup()?;
     Ok(format!(
-        "{label}: threads={threads} VmRSS={} kB Threads={} AnonHugePages={} kB",
-        status.vm_rss_kb, status.threads, rollup.anon_huge_kb
+        "{label}: threads={threads} VmRSS={} kB VmSwap={} kB Threads={} AnonHugePages={} kB",
+        status.vm_rss_kb, status.vm_swap_kb, status.threads, rollup.anon_huge_kb
     ))
 }
 
 /// `IdleThreads <count> [<hold-seconds>]`: starts `count` idle Java threads, waits until all
-/// run, prints `IdleThreads: threads=<count> VmRSS=<kB> kB Threads=<n> AnonHugePages=<kB> kB`,
+/// run, prints `IdleThreads: threads=<count> VmRSS=<kB> kB VmSwap=<kB> kB Threads=<n>
+/// AnonHugePages=<kB> kB`,
 /// holds for `hold-seconds` (default 0), stops and joins them. The seed experiment of
 /// JDK-8312182, made repeatable.
 ///

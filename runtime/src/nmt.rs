@@ -1,12 +1,16 @@
-//! Native Memory Tracking: where the VM's memory went, by category, in HotSpot's layout.
+//! Native Memory Tracking: where the VM's memory went, by category, in HotSpot 17's layout.
 //!
-//! * **Heap** — the heap's reservation; committed is what the VM committed.
+//! * **Java Heap** — the heap's reservation; committed is what the VM committed.
 //! * **Thread** — thread count, and stacks: reserved is the mapped size, committed is what
-//!   `mincore` finds resident, as HotSpot measures stacks. This is where a THP blow-up of
-//!   thread stacks (JDK-8312182) shows.
+//!   is resident, as HotSpot measures stacks. This is where a THP blow-up of thread stacks
+//!   (JDK-8312182) shows.
 //! * **Other** — the C allocator's memory (glibc `mallinfo2`, process-wide).
 //!
-//! `detail` adds one line per thread stack.
+//! `detail` adds HotSpot's `Virtual memory map:` (every reservation with its committed part)
+//! and `Details:` (the sites that reserved memory) sections. Figures print in bytes, as
+//! `-XX:+PrintNMTStatistics` prints them at exit, or in a scale ([`NmtScale`]) as `jcmd
+//! VM.native_memory summary scale=KB` does: rounded to the nearest unit, suffixed `KB`, `MB`
+//! or `GB`.
 
 use std::fmt::Write as _;
 
@@ -35,12 +39,56 @@ pub struct StackDetail {
     pub committed: u64,
 }
 
+/// The unit a report is printed in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NmtScale {
+    /// Bytes, no suffix (`-XX:+PrintNMTStatistics`).
+    #[default]
+    Bytes,
+    /// Kilobytes, `KB` (jcmd's default).
+    Kilobytes,
+    /// Megabytes, `MB`.
+    Megabytes,
+    /// Gigabytes, `GB`.
+    Gigabytes,
+}
+
+impl NmtScale {
+    fn divisor(self) -> u64 {
+        match self {
+            NmtScale::Bytes => 1,
+            NmtScale::Kilobytes => 1 << 10,
+            NmtScale::Megabytes => 1 << 20,
+            NmtScale::Gigabytes => 1 << 30,
+        }
+    }
+
+    fn suffix(self) -> &'static str {
+        match self {
+            NmtScale::Bytes => "",
+            NmtScale::Kilobytes => "KB",
+            NmtScale::Megabytes => "MB",
+            NmtScale::Gigabytes => "GB",
+        }
+    }
+
+    /// `amount` in this scale, rounded to the nearest unit, with the suffix.
+    fn show(self, amount: u64) -> String {
+        let d = self.divisor();
+        format!("{}{}", amount.saturating_add(d / 2) / d, self.suffix())
+    }
+}
+
 /// The summary, as data.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct NmtSummary {
     /// The heap.
     pub heap: Usage,
-    /// Live VM threads.
+    /// The heap's reserved range `[start, end)`.
+    pub heap_range: (usize, usize),
+    /// Live VM threads (attached ones included).
     pub thread_count: usize,
     /// Their stacks.
     pub stacks: Usage,
@@ -53,6 +101,7 @@ pub struct NmtSummary {
 impl NmtSummary {
     pub(crate) fn collect(
         heap: HeapStats,
+        heap_range: std::ops::Range<usize>,
         threads: &[std::sync::Arc<ThreadInfo>],
         detail: bool,
     ) -> NmtSummary {
@@ -80,6 +129,7 @@ impl NmtSummary {
                 reserved: heap.reserved as u64,
                 committed: heap.committed as u64,
             },
+            heap_range: (heap_range.start, heap_range.end),
             thread_count: threads.len(),
             stacks,
             malloc,
@@ -105,45 +155,57 @@ impl NmtSummary {
         }
     }
 
-    /// The report in HotSpot's layout (`-XX:+PrintNMTStatistics`): bytes, category names
-    /// right-justified to column 26, sub-lines from column 28, a one-space line after each
-    /// block.
+    /// The report in bytes, as `-XX:+PrintNMTStatistics` prints it.
     pub fn report(&self) -> String {
+        self.report_in(NmtScale::Bytes)
+    }
+
+    /// The report in HotSpot's layout and the given scale: a blank line and the title, the
+    /// totals, then one block per category — its name right-justified to column 26 after
+    /// `-`, sub-lines from column 28, a line with one space after each block; with `detail`,
+    /// the virtual memory map and the reserving sites.
+    pub fn report_in(&self, scale: NmtScale) -> String {
+        let amount = |v: u64| scale.show(v);
         let mut s = String::new();
         let total = self.total();
         let mmap = self.mmap();
+        let _ = writeln!(s);
         let _ = writeln!(s, "Native Memory Tracking:");
         let _ = writeln!(s);
         let _ = writeln!(
             s,
             "Total: reserved={}, committed={}",
-            total.reserved, total.committed
+            amount(total.reserved),
+            amount(total.committed)
         );
         if let Some(m) = self.malloc {
-            let _ = writeln!(s, "       malloc: {} (process-wide)", m.committed);
+            let _ = writeln!(s, "       malloc: {} (process-wide)", amount(m.committed));
         }
         let _ = writeln!(
             s,
             "       mmap:   reserved={}, committed={}",
-            mmap.reserved, mmap.committed
+            amount(mmap.reserved),
+            amount(mmap.committed)
         );
         let _ = writeln!(s);
         let category = |s: &mut String, name: &str, u: Usage| {
             let _ = writeln!(
                 s,
                 "-{name:>26} (reserved={}, committed={})",
-                u.reserved, u.committed
+                amount(u.reserved),
+                amount(u.committed)
             );
         };
         let sub = |s: &mut String, text: &str| {
             let _ = writeln!(s, "{:28}{text}", "");
         };
-        category(&mut s, "Heap", self.heap);
+        category(&mut s, "Java Heap", self.heap);
         sub(
             &mut s,
             &format!(
                 "(mmap: reserved={}, committed={}) ",
-                self.heap.reserved, self.heap.committed
+                amount(self.heap.reserved),
+                amount(self.heap.committed)
             ),
         );
         let _ = writeln!(s, " ");
@@ -153,25 +215,84 @@ impl NmtSummary {
             &mut s,
             &format!(
                 "(stack: reserved={}, committed={})",
-                self.stacks.reserved, self.stacks.committed
+                amount(self.stacks.reserved),
+                amount(self.stacks.committed)
             ),
         );
-        for d in &self.stack_details {
-            sub(
-                &mut s,
-                &format!(
-                    "[{:#018x} - {:#018x}] \"{}\" committed={}",
-                    d.start, d.end, d.name, d.committed
-                ),
-            );
-        }
         let _ = writeln!(s, " ");
         if let Some(m) = self.malloc {
             category(&mut s, "Other", m);
-            sub(&mut s, &format!("(malloc={})", m.committed));
+            sub(&mut s, &format!("(malloc={})", amount(m.committed)));
             let _ = writeln!(s, " ");
         }
+        if !self.stack_details.is_empty() {
+            self.write_detail(&mut s, scale);
+        }
         s
+    }
+
+    /// HotSpot's `detail` sections. rtvm records no call stacks: a site is named by the
+    /// operation that reserved the memory. A stack's committed part is shown from its top,
+    /// where a stack's resident pages are.
+    fn write_detail(&self, s: &mut String, scale: NmtScale) {
+        let amount = |v: u64| scale.show(v);
+        let _ = writeln!(s, "Virtual memory map:");
+        let _ = writeln!(s, " ");
+        let (hs, he) = self.heap_range;
+        let _ = writeln!(
+            s,
+            "[{hs:#018x} - {he:#018x}] reserved {} for Java Heap",
+            amount(self.heap.reserved)
+        );
+        if self.heap.committed > 0 {
+            let end = hs + self.heap.committed as usize;
+            let _ = writeln!(
+                s,
+                "\t[{hs:#018x} - {end:#018x}] committed {}",
+                amount(self.heap.committed)
+            );
+        }
+        let _ = writeln!(s);
+        for d in &self.stack_details {
+            let _ = writeln!(
+                s,
+                "[{:#018x} - {:#018x}] reserved {} for Thread Stack \"{}\"",
+                d.start,
+                d.end,
+                amount((d.end - d.start) as u64),
+                d.name
+            );
+            if d.committed > 0 {
+                let lo = d.end.saturating_sub(d.committed as usize).max(d.start);
+                let _ = writeln!(
+                    s,
+                    "\t[{lo:#018x} - {:#018x}] committed {}",
+                    d.end,
+                    amount(d.committed)
+                );
+            }
+            let _ = writeln!(s);
+        }
+        let _ = writeln!(s, "Details:");
+        let _ = writeln!(s);
+        let _ = writeln!(s, "[rtvm heap reservation: Heap::reserve_and_commit]");
+        let _ = writeln!(
+            s,
+            "{:29}(reserved={}, committed={} Type=Java Heap)",
+            "",
+            amount(self.heap.reserved),
+            amount(self.heap.committed)
+        );
+        let _ = writeln!(s);
+        let _ = writeln!(s, "[rtvm thread stacks: StackMapping::map, attach]");
+        let _ = writeln!(
+            s,
+            "{:29}(reserved={}, committed={} Type=Thread Stack)",
+            "",
+            amount(self.stacks.reserved),
+            amount(self.stacks.committed)
+        );
+        let _ = writeln!(s);
     }
 }
 
@@ -179,13 +300,13 @@ impl NmtSummary {
 mod tests {
     use super::*;
 
-    #[test]
-    fn layout() {
-        let n = NmtSummary {
+    fn sample() -> NmtSummary {
+        NmtSummary {
             heap: Usage {
                 reserved: 6320816128,
                 committed: 406847488,
             },
+            heap_range: (0x7f00_0000_0000, 0x7f00_0000_0000 + 6320816128),
             thread_count: 13,
             stacks: Usage {
                 reserved: 13631488,
@@ -196,13 +317,18 @@ mod tests {
                 committed: 7262639,
             }),
             stack_details: vec![],
-        };
-        let r = n.report();
+        }
+    }
+
+    #[test]
+    fn layout_in_bytes() {
+        let r = sample().report();
         let lines: Vec<&str> = r.lines().collect();
-        assert_eq!(lines[0], "Native Memory Tracking:");
-        assert_eq!(lines[2], "Total: reserved=6343447616, committed=414699951");
+        assert_eq!(lines[0], "");
+        assert_eq!(lines[1], "Native Memory Tracking:");
+        assert_eq!(lines[3], "Total: reserved=6343447616, committed=414699951");
         assert!(r.contains(
-            "\n-                      Heap (reserved=6320816128, committed=406847488)\n"
+            "\n-                 Java Heap (reserved=6320816128, committed=406847488)\n"
         ));
         assert!(r.contains(
             "\n                            (mmap: reserved=6320816128, committed=406847488) \n \n"
@@ -212,11 +338,55 @@ mod tests {
         assert!(r.contains(
             "\n                            (stack: reserved=13631488, committed=589824)\n"
         ));
-        let heap_line = lines.iter().find(|l| l.contains("Heap (")).unwrap();
+        let heap_line = lines.iter().find(|l| l.contains("Java Heap (")).unwrap();
         assert_eq!(
-            heap_line.find("Heap").unwrap() + "Heap".len(),
+            heap_line.find("Java Heap").unwrap() + "Java Heap".len(),
             27,
             "name ends at column 26 after '-'"
+        );
+    }
+
+    #[test]
+    fn kilobytes_round_to_the_nearest_unit() {
+        let r = sample().report_in(NmtScale::Kilobytes);
+        // 6343447616 B = 6194773.06 KB; 414699951 B = 404980.42 KB.
+        assert!(
+            r.contains("\nTotal: reserved=6194773KB, committed=404980KB\n"),
+            "{r}"
+        );
+        assert!(
+            r.contains("Java Heap (reserved=6172672KB, committed=397312KB)"),
+            "{r}"
+        );
+        assert!(
+            r.contains("(stack: reserved=13312KB, committed=576KB)"),
+            "{r}"
+        );
+    }
+
+    #[test]
+    fn detail_sections() {
+        let mut n = sample();
+        n.stack_details.push(StackDetail {
+            name: "main".into(),
+            start: 0x1000_0000,
+            end: 0x1010_0000,
+            committed: 8192,
+        });
+        let r = n.report();
+        assert!(
+            r.contains("\nVirtual memory map:\n \n[0x00007f0000000000 - "),
+            "{r}"
+        );
+        assert!(
+            r.contains("] reserved 6320816128 for Java Heap\n\t[0x00007f0000000000 - "),
+            "{r}"
+        );
+        assert!(r.contains("[0x0000000010000000 - 0x0000000010100000] reserved 1048576 for Thread Stack \"main\"\n\t[0x00000000100fe000 - 0x0000000010100000] committed 8192\n"), "{r}");
+        assert!(r.contains("\nDetails:\n"), "{r}");
+        assert!(
+            r.contains("(reserved=6320816128, committed=406847488 Type=Java Heap)"),
+            "{r}"
         );
     }
 }

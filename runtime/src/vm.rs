@@ -486,7 +486,12 @@ impl VmInner {
     fn native_memory_summary(&self) -> Option<NmtSummary> {
         let mode = self.flags.get(flag::NativeMemoryTracking);
         (mode != "off").then(|| {
-            NmtSummary::collect(self.heap.stats(), &self.registry.list(), mode == "detail")
+            NmtSummary::collect(
+                self.heap.stats(),
+                self.heap.range(),
+                &self.registry.list(),
+                mode == "detail",
+            )
         })
     }
 

@@ -1,5 +1,8 @@
-//! The worker gang: `ParallelGCThreads` VM threads, created once, reused for every parallel
-//! task (pretouch is the first), stopped and joined by the VM's destroy.
+//! The worker gang: up to `ParallelGCThreads` VM threads, reused for every parallel task
+//! (pretouch is the first), stopped and joined by the VM's destroy. As HotSpot's gangs do
+//! (`UseDynamicNumberOfGCThreads`), one worker starts with the VM and the others when a task
+//! first asks for them; a worker that cannot be started then (a thread limit) is logged and
+//! the task runs on the workers there are.
 //!
 //! One task runs at a time. [`WorkerGang::run`] blocks until its task is done;
 //! [`WorkerGang::start`] returns a [`TaskHandle`] to wait for or poll (background pretouch).
@@ -67,6 +70,10 @@ impl Shared {
 pub struct WorkerGang {
     shared: Arc<Shared>,
     workers: Mutex<Vec<VmThread>>,
+    /// `ParallelGCThreads`: how many workers the gang may have.
+    capacity: usize,
+    registry: Arc<Registry>,
+    policy: StackPolicy,
 }
 
 impl std::fmt::Debug for WorkerGang {
@@ -139,47 +146,75 @@ fn run_caught(task: &dyn GangTask, worker_id: usize, outcome: &Outcome) {
 }
 
 impl WorkerGang {
-    /// Starts `count` workers named `Worker#<n>`. On failure the workers already started are
-    /// stopped and joined, and the error names the thread that failed.
+    /// A gang of up to `capacity` workers named `Worker#<n>`, the first started now (its
+    /// failure is the error: the VM cannot start without it, as HotSpot's cannot).
     pub(crate) fn new(
-        count: usize,
+        capacity: usize,
         registry: &Arc<Registry>,
         policy: &StackPolicy,
     ) -> Result<WorkerGang, ThreadError> {
-        let shared = Arc::new(Shared {
-            state: Mutex::new(State::default()),
-            cv: Condvar::new(),
-            free: Condvar::new(),
-        });
         let gang = WorkerGang {
-            shared,
+            shared: Arc::new(Shared {
+                state: Mutex::new(State::default()),
+                cv: Condvar::new(),
+                free: Condvar::new(),
+            }),
             workers: Mutex::new(Vec::new()),
+            capacity,
+            registry: Arc::clone(registry),
+            policy: policy.clone(),
         };
-        for id in 0..count {
-            let shared = Arc::clone(&gang.shared);
-            let body = Body::Rust(Box::new(move || worker_loop(&shared)));
-            // On error `gang` is dropped, which stops and joins the workers made so far.
-            let t = threads::spawn(
-                registry,
-                policy,
-                &format!("Worker#{id}"),
-                ThreadKind::Worker,
-                None,
-                false,
-                body,
-            )?;
-            gang.lock_workers().push(t);
+        if capacity > 0 {
+            let first = gang.spawn_worker(0)?;
+            gang.lock_workers().push(first);
         }
         Ok(gang)
+    }
+
+    fn spawn_worker(&self, id: usize) -> Result<VmThread, ThreadError> {
+        let shared = Arc::clone(&self.shared);
+        let body = Body::Rust(Box::new(move || worker_loop(&shared)));
+        threads::spawn(
+            &self.registry,
+            &self.policy,
+            &format!("Worker#{id}"),
+            ThreadKind::Worker,
+            None,
+            false,
+            body,
+        )
+    }
+
+    /// Starts workers until there are `wanted` (at most the capacity); returns how many there
+    /// are. A worker that cannot be started is logged (by the thread layer) and the gang goes
+    /// on with fewer.
+    fn grow_to(&self, wanted: usize) -> usize {
+        let mut workers = self.lock_workers();
+        let wanted = wanted.min(self.capacity);
+        while workers.len() < wanted && !self.shared.lock().shutdown {
+            match self.spawn_worker(workers.len()) {
+                Ok(t) => workers.push(t),
+                Err(e) => {
+                    log::info!(target: "gc+task", "The gang goes on with {} of {wanted} workers: {e}", workers.len());
+                    break;
+                }
+            }
+        }
+        workers.len()
     }
 
     fn lock_workers(&self) -> MutexGuard<'_, Vec<VmThread>> {
         self.workers.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Number of workers (0 once the gang is stopped: tasks then run on the caller).
+    /// How many workers the gang may have (`ParallelGCThreads`; 0 once it is stopped: tasks
+    /// then run on the caller). Workers start when a task first needs them.
     pub fn size(&self) -> usize {
-        self.lock_workers().len()
+        if self.shared.lock().shutdown {
+            0
+        } else {
+            self.capacity
+        }
     }
 
     /// Starts `task` on `workers` workers (at most the gang's size; at least one if the gang
@@ -187,7 +222,7 @@ impl WorkerGang {
     /// on the calling thread before this returns.
     pub fn start(&self, task: Arc<dyn GangTask>, workers: usize) -> TaskHandle {
         let outcome: Outcome = Arc::default();
-        let size = self.size();
+        let size = self.grow_to(workers.max(1));
         if size == 0 || self.shared.lock().shutdown {
             run_caught(&*task, 0, &outcome);
             let s = self.shared.lock();
@@ -207,7 +242,7 @@ impl WorkerGang {
 
     /// Starts `task` if the gang is free right now; `None` if another task is running.
     pub fn try_start(&self, task: Arc<dyn GangTask>, workers: usize) -> Option<TaskHandle> {
-        let size = self.size();
+        let size = self.grow_to(workers.max(1));
         let s = self.shared.lock();
         if size == 0 || s.shutdown {
             drop(s);

@@ -3,7 +3,7 @@
 
 use std::process::{Command, Output};
 
-const CREATE_FAILED: &str = "Error: Could not create the virtual machine.\n";
+use rtvm::launcher::CREATE_FAILED;
 
 fn rtvm(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_rtvm"))
@@ -278,7 +278,7 @@ fn xlog_lines_have_hotspot_decorations() {
     assert_eq!(&fields[3..], ["info", "pagesize"], "{line}");
     let out = rtvm(&["-Xlog:pagesize::none", "-version"]);
     assert!(
-        text(&out.stdout).starts_with("Explicit hugepage support:\n"),
+        text(&out.stdout).starts_with("Static hugepage support:\n"),
         "{}",
         text(&out.stdout)
     );
@@ -389,7 +389,7 @@ fn print_nmt_statistics() {
         .find("Native Memory Tracking:")
         .expect("report at exit")..];
     assert!(
-        report.contains("\n-                      Heap (reserved=67108864, committed=16777216)\n"),
+        report.contains("\n-                 Java Heap (reserved=67108864, committed=16777216)\n"),
         "{report}"
     );
     assert!(

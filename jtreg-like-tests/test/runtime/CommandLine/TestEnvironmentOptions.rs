@@ -36,7 +36,20 @@ pub fn main(_vm: &Vm, _args: &[String]) -> TestResult {
     with_env("'-XX:NativeMemoryTracking=summary'", &["-XX:+PrintCommandLineFlags", "-version"])?
         .stdout_should_contain("-XX:NativeMemoryTracking=summary ")?
         .should_have_exit_value(0)?;
-    // An empty variable is not announced.
-    with_env("", &["-version"])?.should_not_contain("Picked up")?.should_have_exit_value(0)?;
+    // Set but empty, or blank: announced all the same, as java announces JAVA_TOOL_OPTIONS.
+    for value in ["", "   "] {
+        with_env(value, &["-version"])?
+            .stderr_should_contain(&format!("Picked up RTVM_OPTIONS: {value}\n"))?
+            .should_have_exit_value(0)?;
+        let mut java = std::process::Command::new("java");
+        java.arg("-version").env("JAVA_TOOL_OPTIONS", value);
+        if JavaTools::available() {
+            ProcessTools::execute(java)?.stderr_should_contain(&format!("Picked up JAVA_TOOL_OPTIONS: {value}\n"))?;
+        }
+    }
+    // -version belongs to the launcher: in the variable it is an unrecognized option, as java says.
+    with_env("-version", &["-Xmx64m", "-version"])?
+        .stderr_should_contain("Unrecognized option: -version")?
+        .should_have_exit_value(1)?;
     Ok(())
 }

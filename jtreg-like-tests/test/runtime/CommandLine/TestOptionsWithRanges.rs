@@ -1,9 +1,12 @@
 /*
  * @test
  * @bug 8122937
- * @summary For every flag with a range in -XX:+PrintFlagsRanges: the minimum and maximum are
- *          accepted and the VM starts or fails cleanly; one below the minimum and one above
- *          the maximum are rejected with the range message and exit 1
+ * @summary For every flag with a range in -XX:+PrintFlagsRanges, HotSpot's TestOptionsWithRanges
+ *          rules: valid values are the minimum, the maximum, and -1, 0, 1, 2^31-1, 2^31,
+ *          2^32-1 and 2^32 where they lie inside the range — none may be refused with a range
+ *          message, and the VM starts or fails cleanly; invalid values are the minimum - 1 and
+ *          the maximum + 1 where the type can hold them — refused with HotSpot's range message
+ *          and exit 1. Where java knows the flag, it must accept and refuse the same values.
  * @requires vm.flagless
  * @run driver TestOptionsWithRanges
  */
@@ -29,7 +32,8 @@ fn type_limits(ty: &str) -> Option<(i128, i128)> {
     })
 }
 
-fn ranged_flags() -> Result<Vec<Ranged>, TestFailure> {
+/// The integer flags with a range, from -XX:+PrintFlagsRanges.
+fn ranged_flags(java_flags: &str) -> Result<Vec<Ranged>, TestFailure> {
     let out = ProcessTools::execute_limited_test_vm(&[UNLOCK[0], UNLOCK[1], "-XX:+PrintFlagsRanges", "-version"])?;
     out.should_have_exit_value(0)?.stdout_should_contain("[Global flags ranges]")?;
     let mut flags = Vec::new();
@@ -37,14 +41,20 @@ fn ranged_flags() -> Result<Vec<Ranged>, TestFailure> {
         let (Some(open), Some(close)) = (line.find('['), line.find(']')) else { continue };
         let head: Vec<&str> = line[..open].split_whitespace().collect();
         let bounds: Vec<&str> = line[open + 1..close].split("...").map(str::trim).collect();
-        if head.len() != 2 || bounds.len() != 2 || bounds[0].is_empty() {
-            continue; // no range (blank brackets)
+        if head.len() != 2 || bounds.len() != 2 || bounds[0].is_empty() || type_limits(head[0]).is_none() {
+            continue; // no range (blank brackets), or not an integer flag
         }
         let parse = |s: &str| s.parse::<i128>().map_err(|_| TestFailure(format!("unparsable bound '{s}' in: {line}")));
-        flags.push(Ranged { ty: head[0].into(), name: head[1].into(), min: parse(bounds[0])?, max: parse(bounds[1])? });
+        let f = Ranged { ty: head[0].into(), name: head[1].into(), min: parse(bounds[0])?, max: parse(bounds[1])? };
+        // java must print the same range for a flag it has.
+        if let Some(theirs) = java_flags.lines().find(|l| l.split_whitespace().nth(1) == Some(f.name.as_str())) {
+            let ours = line.split_whitespace().take(6).collect::<Vec<_>>().join(" ");
+            let theirs = theirs.split_whitespace().take(6).collect::<Vec<_>>().join(" ");
+            check(ours == theirs, || format!("range differs from java's: '{ours}' vs '{theirs}'"))?;
+        }
+        flags.push(f);
     }
-    let in_table = rtvm::testing::flags::FLAGS.iter().filter(|f| f.printed_range().is_some()).count();
-    check(flags.len() == in_table && in_table > 0, || format!("{} ranged flags listed, the table has {in_table}", flags.len()))?;
+    check(!flags.is_empty(), || "no ranged integer flag listed".into())?;
     Ok(flags)
 }
 
@@ -53,28 +63,39 @@ fn run_with(name: &str, value: i128) -> Result<OutputAnalyzer, TestFailure> {
     ProcessTools::execute_limited_test_vm(&[UNLOCK[0], UNLOCK[1], &opt, "-version"])
 }
 
+fn refused_for_range(out: &OutputAnalyzer, name: &str, value: i128) -> bool {
+    out.stderr.contains("is outside the allowed range") || out.stderr.contains(&format!("Improperly specified VM option '{name}={value}'"))
+}
+
 pub fn main(_vm: &Vm, _args: &[String]) -> TestResult {
-    let mut checked = 0;
-    for f in ranged_flags()? {
-        let (tmin, tmax) = type_limits(&f.ty).ok_or_else(|| TestFailure(format!("unexpected type {} for {}", f.ty, f.name)))?;
-        for v in [f.min, f.max] {
+    let java_ranges = JavaTools::execute(&[UNLOCK[0], UNLOCK[1], "-XX:+PrintFlagsRanges", "-version"])?.map(|o| o.stdout).unwrap_or_default();
+    let (mut valid, mut invalid, mut with_java) = (0, 0, 0);
+    for f in ranged_flags(&java_ranges)? {
+        let (tmin, tmax) = type_limits(&f.ty).unwrap_or((i128::MIN, i128::MAX));
+        let java_knows = java_ranges.lines().any(|l| l.split_whitespace().nth(1) == Some(f.name.as_str()));
+        let mut values = vec![f.min, f.max];
+        for v in [-1, 0, 1, (1 << 31) - 1, 1 << 31, (1 << 32) - 1, 1 << 32] {
+            if v > f.min && v < f.max && !values.contains(&v) {
+                values.push(v);
+            }
+        }
+        for v in values {
             let out = run_with(&f.name, v)?;
-            out.should_not_contain("is outside the allowed range")?.should_not_contain("Improperly specified VM option")?;
+            check(!refused_for_range(&out, &f.name, v), || format!("{}={v} is inside [{}, {}] but was refused: {}", f.name, f.min, f.max, out.stderr))?;
             check(out.signal.is_none(), || format!("{}={v} crashed the VM: {out:?}", f.name))?;
             if out.exit != 0 {
-                // A boundary may be valid for the parser yet impossible for this machine
-                // (a 16 EiB heap): then the VM must say so cleanly.
-                out.should_have_exit_value(1)?.stdout_should_contain("Error occurred during initialization of VM")?;
-                println!("{}={v}: accepted; initialization refused it cleanly", f.name);
-            } else {
-                println!("{}={v}: accepted; the VM started", f.name);
+                // Valid for the parser yet impossible for this machine (a 16 EiB heap, a
+                // 2^53 K stack): the VM says so cleanly, as java does.
+                let clean = out.stdout.contains("Error occurred during initialization of VM")
+                    || out.stdout.contains("specified is too small. Specify at least")
+                    || out.stderr.contains("Invalid maximum heap size");
+                check(clean, || format!("{}={v}: exit {} without a clean message: {out:?}", f.name, out.exit))?;
             }
-            checked += 1;
+            valid += 1;
         }
-        for (v, limit, what) in [(f.min - 1, tmin, "minimum"), (f.max + 1, tmax, "maximum")] {
-            let representable = if what == "minimum" { v >= limit } else { v <= limit };
+        for (v, limit, above) in [(f.min - 1, tmin, false), (f.max + 1, tmax, true)] {
+            let representable = if above { v <= limit } else { v >= limit };
             if !representable {
-                println!("{}: the {what} is the type's own {what}; {v} cannot be written as a {}", f.name, f.ty);
                 continue;
             }
             let out = run_with(&f.name, v)?;
@@ -82,12 +103,15 @@ pub fn main(_vm: &Vm, _args: &[String]) -> TestResult {
                 "{} {}={v} is outside the allowed range [ {} ... {} ]",
                 f.ty, f.name, f.min, f.max
             ))?;
-            if v < 0 && f.ty.starts_with('u') {
-                unreachable!("negative values of unsigned types are not representable");
+            invalid += 1;
+            if java_knows {
+                if let Some(theirs) = JavaTools::execute(&[UNLOCK[0], UNLOCK[1], &format!("-XX:{}={v}", f.name), "-version"])? {
+                    check(refused_for_range(&theirs, &f.name, v), || format!("java accepts {}={v}", f.name))?;
+                    with_java += 1;
+                }
             }
-            checked += 1;
         }
     }
-    println!("{checked} boundary values checked");
+    println!("{valid} valid and {invalid} invalid values checked ({with_java} invalid ones against java as well)");
     Ok(())
 }

@@ -42,10 +42,26 @@ pub fn main(_vm: &Vm, _args: &[String]) -> TestResult {
         .should_match("bool UnlockDiagnosticVMOptions += true +\\{diagnostic\\} \\{command line\\}")?;
     check(names(&unlocked.stdout).len() > listed.len(), || "unlocking shows no more flags".into())?;
 
-    ProcessTools::execute_limited_test_vm(&["-XX:+PrintFlagsInitial"])?
-        .should_have_exit_value(0)?
-        .should_match("size_t MaxHeapSize += 134217728 +\\{product\\} \\{default\\}")?
-        .should_match("size_t InitialHeapSize += 0 +\\{product\\} \\{default\\}")?;
+    // The table's defaults, as HotSpot 17 prints them (MaxHeapSize and NewSize scaled for a
+    // 64-bit word: 96M and 1M × 1.3); the same lines as java's where it runs.
+    let initial = ProcessTools::execute_limited_test_vm(&["-XX:+PrintFlagsInitial"])?;
+    let expected = [
+        "size_t MaxHeapSize += 130862280 +\\{product\\} \\{default\\}",
+        "size_t NewSize += 1363144 +\\{product\\} \\{default\\}",
+        "size_t InitialHeapSize += 0 +\\{product\\} \\{default\\}",
+        "uint ParallelGCThreads += 0 +\\{product\\} \\{default\\}",
+    ];
+    initial.should_have_exit_value(0)?;
+    let java_initial = JavaTools::execute(&["-XX:+PrintFlagsInitial"])?;
+    for e in expected {
+        initial.should_match(e)?;
+        if let Some(j) = &java_initial {
+            j.should_match(e)?;
+        }
+    }
+    // Unlocked diagnostic flags are not listed by PrintFlagsInitial (java: neither).
+    ProcessTools::execute_limited_test_vm(&["-XX:+UnlockDiagnosticVMOptions", "-XX:+PrintFlagsInitial"])?
+        .should_not_contain("{diagnostic}")?;
 
     let ranges = ProcessTools::execute_limited_test_vm(&["-XX:+PrintFlagsRanges", "-version"])?;
     ranges

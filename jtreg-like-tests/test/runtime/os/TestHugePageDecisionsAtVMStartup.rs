@@ -37,7 +37,7 @@ pub fn main(_vm: &Vm, args: &[String]) -> TestResult {
     out.should_have_exit_value(0)?
         .stdout_should_contain("[pagesize] Transparent hugepage (THP) support:")?
         .stdout_should_contain(&format!("[pagesize]   THP mode: {thp_mode}"))?
-        .stdout_should_contain("[pagesize] Explicit hugepage support:")?
+        .stdout_should_contain("[pagesize] Static hugepage support:")?
         .stdout_should_contain("[pagesize] Shared memory transparent hugepage (THP) support:")?;
     if let Some(p) = info.thp.pmd_size {
         out.stdout_should_contain(&format!("[pagesize]   THP pagesize: {}", size(p)))?;
