@@ -753,10 +753,6 @@ mod tests {
             ("-XX:ActiveProcessorCount=abc", "ActiveProcessorCount=abc"),
             ("-XX:ParallelGCThreads=-1", "ParallelGCThreads=-1"),
             ("-XX:ParallelGCThreads=0x", "ParallelGCThreads=0x"),
-            (
-                "-XX:ParallelGCThreads=4294967296",
-                "ParallelGCThreads=4294967296",
-            ),
         ] {
             assert_eq!(
                 err(&[arg]).message,
@@ -764,6 +760,24 @@ mod tests {
                 "{arg}"
             );
         }
+    }
+
+    #[test]
+    fn values_wider_than_the_flag_wrap_as_in_hotspot_17() {
+        let s = ok(&[
+            "-XX:ActiveProcessorCount=4294967297",
+            "-XX:ParallelGCThreads=4294967296",
+        ]);
+        assert_eq!(s.get(flag::ActiveProcessorCount), 1);
+        assert_eq!(s.get(flag::ParallelGCThreads), 0);
+        let s = ok(&["-XX:ActiveProcessorCount=2147483648"]);
+        assert_eq!(s.get(flag::ActiveProcessorCount), i32::MIN);
+        // intx: the magnitude wraps to a negative value, which the range then refuses.
+        assert_eq!(
+            err(&["-XX:ThreadStackSize=9223372036854775808"]).message,
+            "intx ThreadStackSize=-9223372036854775808 is outside the allowed range [ 0 ... 1048576 ]\n\
+             Improperly specified VM option 'ThreadStackSize=9223372036854775808'\n"
+        );
     }
 
     #[test]

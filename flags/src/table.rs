@@ -75,6 +75,9 @@ define_flags! {
     product(size_t, InitialHeapSize, 0,
         "Initial heap size (in bytes); zero means use ergonomics (1/64 of physical memory)")
         type_range();
+    product(size_t, LargePageSizeInBytes, 0,
+        "Maximum large page size used (0 is the default large page size)")
+        type_range();
     product(size_t, MaxHeapSize, SCALED_96M,
         "Maximum heap size (in bytes); ergonomics set it to 1/4 of physical memory unless given")
         type_range();
@@ -131,6 +134,8 @@ define_flags! {
         "Enable normal processing of flags relating to experimental features");
     diagnostic(bool, UseMadvPopulateWrite, true,
         "Use MADV_POPULATE_WRITE to pre-touch memory where the kernel has it; off forces touching every page with an atomic add of zero");
+    product_pd(bool, UseLargePages, false,
+        "Use large page memory: explicit huge pages from hugetlbfs for the heap (on Linux, with UseTransparentHugePages: THP)");
     product(bool, UseTransparentHugePages, false,
         "Use MADV_HUGEPAGE for the heap so the kernel backs it with transparent huge pages");
     product_pd(intx, VMThreadStackSize, pd::VM_THREAD_STACK_SIZE_K,

@@ -95,13 +95,24 @@ impl FlagType {
                 "false" | "0" => Some(Value::Bool(false)),
                 _ => None,
             },
-            FlagType::Int => parse_signed(text)
-                .filter(|v| i32::try_from(*v).is_ok())
-                .map(Value::Int),
-            FlagType::Intx => parse_signed(text).map(Value::Int),
-            FlagType::Uint => parse_unsigned(text)
-                .filter(|v| u32::try_from(*v).is_ok())
-                .map(Value::Uint),
+            // HotSpot 17 reads the magnitude as a 64-bit unsigned number, casts it to the
+            // flag's width and then applies the sign: values beyond the width wrap
+            // (`-XX:ActiveProcessorCount=4294967297` is 1), as `java` 17 does.
+            FlagType::Int => {
+                let (negative, magnitude) = signed_magnitude(text)?;
+                let v = magnitude as u32 as i32;
+                Some(Value::Int(i64::from(if negative {
+                    v.wrapping_neg()
+                } else {
+                    v
+                })))
+            }
+            FlagType::Intx => {
+                let (negative, magnitude) = signed_magnitude(text)?;
+                let v = magnitude as i64;
+                Some(Value::Int(if negative { v.wrapping_neg() } else { v }))
+            }
+            FlagType::Uint => parse_unsigned(text).map(|v| Value::Uint(u64::from(v as u32))),
             FlagType::Uintx | FlagType::Uint64 | FlagType::SizeT => {
                 parse_unsigned(text).map(Value::Uint)
             }
@@ -203,6 +214,14 @@ pub fn parse_unsigned(text: &str) -> Option<u64> {
         _ => return None,
     };
     n.checked_mul(multiplier)
+}
+
+/// An optional `-` and an unsigned JVM number, as HotSpot's flag parser reads them.
+fn signed_magnitude(text: &str) -> Option<(bool, u64)> {
+    match text.strip_prefix('-') {
+        Some(rest) => Some((true, parse_unsigned(rest)?)),
+        None => Some((false, parse_unsigned(text)?)),
+    }
 }
 
 /// Parses a signed JVM number: an optional `-` followed by an unsigned number.
@@ -315,12 +334,25 @@ mod tests {
             FlagType::Int.parse("2147483647"),
             Some(Value::Int(i32::MAX as i64))
         );
-        assert_eq!(FlagType::Int.parse("2147483648"), None);
+        // HotSpot 17 casts the 64-bit magnitude to the flag's width.
+        assert_eq!(
+            FlagType::Int.parse("2147483648"),
+            Some(Value::Int(i32::MIN as i64))
+        );
+        assert_eq!(
+            FlagType::Int.parse("-2147483649"),
+            Some(Value::Int(i32::MAX as i64))
+        );
         assert_eq!(
             FlagType::Uint.parse("4294967295"),
             Some(Value::Uint(u32::MAX as u64))
         );
-        assert_eq!(FlagType::Uint.parse("4294967296"), None);
+        assert_eq!(FlagType::Uint.parse("4294967296"), Some(Value::Uint(0)));
+        assert_eq!(
+            FlagType::Uint.parse("18446744073709551616"),
+            None,
+            "beyond 64 bits"
+        );
         assert_eq!(FlagType::Uint.parse("-1"), None);
         assert_eq!(FlagType::SizeT.parse("-1"), None);
         assert_eq!(FlagType::Bool.parse("true"), Some(Value::Bool(true)));

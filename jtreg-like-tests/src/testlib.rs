@@ -240,6 +240,94 @@ fn multi_line(pattern: &str) -> Result<Regex, TestFailure> {
         .map_err(|e| TestFailure(format!("invalid regular expression '{pattern}': {e}")))
 }
 
+/// One command line run through the test VM and through `java`, for [`same_as_java`].
+#[derive(Clone, Debug, Default)]
+pub struct SideBySide<'a> {
+    /// The options (and main or `-version`), the same for both.
+    pub args: &'a [&'a str],
+    /// The options environment variable: `RTVM_OPTIONS` for the test VM, `JAVA_TOOL_OPTIONS`
+    /// for java.
+    pub env: Option<&'a str>,
+    /// Text each run's output must contain (checked even when java is absent).
+    pub expect: &'a [&'a str],
+}
+
+/// A run's output with what legitimately differs between the VMs made equal: the version
+/// banner, the VM's name ("Java Virtual Machine", "OpenJDK 64-Bit Server VM"), the options
+/// variable's name, addresses.
+pub fn normalized(out: &OutputAnalyzer) -> (i32, String, String) {
+    let norm = |text: &str| -> String {
+        // A banner may continue a line ("Did you mean ...? " has no newline).
+        let text = banner().replace_all(text, "");
+        text.lines()
+            .filter(|l| {
+                !(l.starts_with("openjdk version")
+                    || l.starts_with("OpenJDK Runtime Environment")
+                    || l.starts_with("OpenJDK 64-Bit Server VM (build")
+                    || l.starts_with("rtvm version")
+                    || l.starts_with("rtvm Runtime Environment")
+                    || l.starts_with("rtvm 64-Bit VM"))
+            })
+            .map(|l| {
+                let l = l
+                    .replace("Java Virtual Machine", "virtual machine")
+                    .replace("OpenJDK 64-Bit Server VM warning", "rtvm warning")
+                    .replace("JAVA_TOOL_OPTIONS", "RTVM_OPTIONS");
+                hex_addresses().replace_all(&l, "0xADDR").into_owned()
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    (out.exit, norm(&out.stdout), norm(&out.stderr))
+}
+
+fn banner() -> &'static Regex {
+    static RE: std::sync::OnceLock<Regex> = std::sync::OnceLock::new();
+    RE.get_or_init(|| {
+        Regex::new(r#"(?m)(openjdk|rtvm) version "[^"]*".*$"#).expect("a valid pattern")
+    })
+}
+
+fn hex_addresses() -> &'static Regex {
+    static RE: std::sync::OnceLock<Regex> = std::sync::OnceLock::new();
+    RE.get_or_init(|| Regex::new("0x[0-9a-f]{8,16}").expect("a valid pattern"))
+}
+
+/// Runs `case` through the test VM and, where it is installed, `java`: the outputs must be
+/// the same after [`normalized`], and each contain `case.expect`. Returns the test VM's run.
+pub fn same_as_java(case: &SideBySide<'_>) -> Result<OutputAnalyzer, TestFailure> {
+    let mut ours = ProcessTools::create_limited_test_vm(case.args);
+    ours.env_remove("RTVM_OPTIONS");
+    if let Some(v) = case.env {
+        ours.env("RTVM_OPTIONS", v);
+    }
+    let ours = ProcessTools::execute(ours)?;
+    for e in case.expect {
+        ours.should_contain(e)?;
+    }
+    if !JavaTools::available() {
+        println!(
+            "java is not installed here: {:?} checked against its expected text only",
+            case.args
+        );
+        return Ok(ours);
+    }
+    let mut java = Command::new("java");
+    java.args(case.args).env_remove("JAVA_TOOL_OPTIONS");
+    if let Some(v) = case.env {
+        java.env("JAVA_TOOL_OPTIONS", v);
+    }
+    let theirs = ProcessTools::execute(java)?;
+    let (a, b) = (normalized(&ours), normalized(&theirs));
+    check(a == b, || {
+        format!(
+            "{:?} (env {:?}) differs from java:\n  rtvm: {a:?}\n  java: {b:?}",
+            case.args, case.env
+        )
+    })?;
+    Ok(ours)
+}
+
 fn describe(c: &Command) -> String {
     let mut s = c.get_program().to_string_lossy().into_owned();
     for a in c.get_args() {

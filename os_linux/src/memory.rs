@@ -152,6 +152,16 @@ impl Ranges {
     }
 }
 
+/// `n` bytes as HotSpot's logs show sizes: the largest of G, M, K that divides it exactly.
+fn format_size(n: usize) -> String {
+    for (unit, shift) in [("G", 30), ("M", 20), ("K", 10)] {
+        if n >= 1 << shift && n.is_multiple_of(1 << shift) {
+            return format!("{}{unit}", n >> shift);
+        }
+    }
+    format!("{n}B")
+}
+
 /// A reserved range of address space. Releases it on drop.
 #[derive(Debug)]
 pub struct Reservation {
@@ -204,6 +214,35 @@ impl Reservation {
             len,
             ranges: Mutex::new(Ranges::default()),
             prefix: AtomicUsize::new(0),
+            pretouch_gate: RwLock::new(()),
+            name: None,
+        })
+    }
+
+    /// Reserves and commits `len` bytes on explicit huge pages of `page_size` from hugetlbfs
+    /// (`MAP_HUGETLB` with the size encoded), as HotSpot reserves "special" memory: the whole
+    /// range is committed (the kernel sets the huge pages aside at once, or fails with
+    /// `ENOMEM`) and published; pages are faulted in on first touch or by a pretouch. `len`
+    /// must be a multiple of `page_size`, a power of two above the base page size.
+    pub fn reserve_huge_pages(len: usize, page_size: usize) -> Result<Reservation> {
+        if !page_size.is_power_of_two()
+            || page_size <= base_page_size()
+            || len == 0
+            || !len.is_multiple_of(page_size)
+        {
+            return Err(OsError::new(Operation::Reserve, 0, len, Errno::EINVAL));
+        }
+        let base = sys::map_anonymous(len, Protection::ReadWrite, sys::huge_page_flags(page_size))
+            .map_err(|e| OsError::new(Operation::Reserve, 0, len, e))?;
+        let mut ranges = Ranges::default();
+        ranges.committed.insert(0, len);
+        ranges.writable.insert(0, len);
+        log::debug!(target: "pagesize", "Commit special mapping: {base:#018x}, size={}, page size={}", format_size(len), format_size(page_size));
+        Ok(Reservation {
+            base,
+            len,
+            prefix: AtomicUsize::new(ranges.published_prefix()),
+            ranges: Mutex::new(ranges),
             pretouch_gate: RwLock::new(()),
             name: None,
         })

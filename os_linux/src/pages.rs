@@ -219,6 +219,22 @@ pub struct HugetlbInfo {
 }
 
 impl HugetlbInfo {
+    /// HotSpot's sanity check of a static huge page size: one page of `page_size` can be
+    /// mapped from hugetlbfs right now (which needs a free or overcommittable page of that
+    /// size), and is unmapped again at once.
+    pub fn sanity_check(page_size: usize) -> bool {
+        crate::sys::map_anonymous(
+            page_size,
+            crate::sys::Protection::ReadWrite,
+            crate::sys::huge_page_flags(page_size),
+        )
+        .map(|addr| {
+            // SAFETY: the mapping was just created here and nothing refers to it.
+            let _ = unsafe { crate::sys::unmap(addr, page_size) };
+        })
+        .is_ok()
+    }
+
     /// HotSpot's consistency rule: the default size must have a directory.
     pub fn consistent(&self) -> bool {
         self.default_size.is_none_or(|d| self.sizes.contains(&d))

@@ -43,6 +43,13 @@ fn non_zero(len: usize) -> Result<NonZeroUsize, Errno> {
     NonZeroUsize::new(len).ok_or(Errno::EINVAL)
 }
 
+/// `MAP_HUGETLB` with `page_size` encoded (log2 in the bits from `MAP_HUGE_SHIFT`), for a
+/// mapping on explicit huge pages of that size.
+pub(crate) fn huge_page_flags(page_size: usize) -> MapFlags {
+    let shift = page_size.trailing_zeros() as libc::c_int;
+    MapFlags::MAP_HUGETLB | MapFlags::from_bits_retain(shift << libc::MAP_HUGE_SHIFT)
+}
+
 /// Maps `len` bytes of fresh anonymous private memory wherever the kernel likes and returns
 /// the address. Never replaces an existing mapping, so it is safe.
 pub(crate) fn map_anonymous(len: usize, prot: Protection, extra: MapFlags) -> Result<usize, Errno> {

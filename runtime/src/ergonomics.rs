@@ -20,6 +20,12 @@ pub(crate) struct Ergo {
     /// Why the stack policy is what it is, for `-Xlog:pagesize`.
     pub stack_reason: String,
     pub thp_heap: bool,
+    /// Explicit huge pages (hugetlbfs) for the heap: the large page size and every usable
+    /// page size up to it (HotSpot's `UseHugeTLBFS`).
+    pub explicit_pages: Option<(usize, Vec<usize>)>,
+    /// What choosing the large page size said, for `-Xlog:pagesize`, in order and at its
+    /// level (HotSpot says it between the THP facts and the large page decision).
+    pub large_page_notes: Vec<(log::Level, String)>,
 }
 
 pub(crate) fn init_error(message: impl Into<String>) -> CreateError {
@@ -74,23 +80,65 @@ pub(crate) fn ergonomics(s: &mut Settings, pages: &PageInfo) -> Result<Ergo, Cre
     let gc_threads = s.get(flag::ParallelGCThreads) as usize;
 
     // THP for the heap.
+    let mut large_page_notes = Vec::new();
     let thp = &pages.thp;
     let mut thp_heap = false;
     if s.get(flag::UseTransparentHugePages) {
         match (thp.mode, thp.pmd_size) {
             (ThpMode::Always | ThpMode::Madvise, Some(_)) => thp_heap = true,
             _ => {
-                log::warn!(
-                    target: "pagesize",
-                    "UseTransparentHugePages disabled, transparent huge pages are not supported by the operating system."
-                );
+                large_page_notes.push((log::Level::Warn, "UseTransparentHugePages disabled, transparent huge pages are not supported by the operating system.".into()));
                 s.set_ergo(flag::UseTransparentHugePages, false)
                     .map_err(ergo_err)?;
             }
         }
     }
+    // Explicit huge pages (HotSpot's UseLargePages with hugetlbfs): the size is the default
+    // hugepage size or LargePageSizeInBytes, if that is one the kernel has; it must pass the
+    // sanity check (one page can be mapped now), or a smaller size must, else large pages
+    // are off.
+    let mut explicit_pages = None;
+    if s.get(flag::UseLargePages) && !thp_heap && !s.get(flag::UseTransparentHugePages) {
+        let fmt = |b: usize| format_exact_size(b as u64);
+        let sizes = &pages.hugetlb.sizes;
+        let chosen = pages.hugetlb.default_size.filter(|_| pages.hugetlb.consistent()).map(|default| {
+            let wanted = s.get(flag::LargePageSizeInBytes);
+            if wanted == 0 || wanted == default {
+                large_page_notes.push((log::Level::Info, format!("Using the default large page size: {}", fmt(default))));
+                default
+            } else if sizes.contains(&wanted) {
+                large_page_notes.push((log::Level::Info, format!("Overriding default large page size ({}) using LargePageSizeInBytes: {}", fmt(default), fmt(wanted))));
+                wanted
+            } else {
+                large_page_notes.push((log::Level::Info, format!("LargePageSizeInBytes is not a valid large page size ({}) using the default large page size: {}", fmt(wanted), fmt(default))));
+                default
+            }
+        });
+        let usable = chosen.and_then(|size| {
+            if rtvm_os_linux::pages::HugetlbInfo::sanity_check(size) {
+                return Some(size);
+            }
+            large_page_notes.push((log::Level::Info, format!("Large page size ({}) failed sanity check, checking if smaller large page sizes are usable", fmt(size))));
+            let smaller = sizes.iter().rev().copied().filter(|&p| p < size).find(|&p| rtvm_os_linux::pages::HugetlbInfo::sanity_check(p))?;
+            large_page_notes.push((log::Level::Info, format!("Large page size ({}) passed sanity check", fmt(smaller))));
+            // As HotSpot: the default large page size stays the one chosen.
+            Some(size)
+        });
+        match usable {
+            Some(size) => {
+                let up_to: Vec<usize> = sizes.iter().copied().filter(|&p| p <= size).collect();
+                explicit_pages = Some((size, up_to));
+            }
+            None => {
+                large_page_notes.push((log::Level::Warn, "UseLargePages disabled, no large pages configured and available on the system.".into()));
+                s.set_ergo(flag::UseLargePages, false).map_err(ergo_err)?;
+            }
+        }
+    }
     let heap_page = if thp_heap {
         thp.pmd_size.unwrap_or(page)
+    } else if let Some((size, _)) = &explicit_pages {
+        *size
     } else {
         page
     };
@@ -279,6 +327,8 @@ pub(crate) fn ergonomics(s: &mut Settings, pages: &PageInfo) -> Result<Ergo, Cre
         nursery,
         advise_huge: thp_heap && thp.mode == ThpMode::Madvise,
         page_size: heap_page,
+        explicit_huge_pages: explicit_pages.is_some(),
+        default_huge_page: pages.hugetlb.default_size == Some(heap_page),
         pretouch: s.get(flag::AlwaysPreTouch),
         background: s.get(flag::BackgroundPreTouch),
         chunk_size: s.get(flag::PreTouchParallelChunkSize),
@@ -293,14 +343,13 @@ pub(crate) fn ergonomics(s: &mut Settings, pages: &PageInfo) -> Result<Ergo, Cre
         policy,
         stack_reason,
         thp_heap,
+        explicit_pages,
+        large_page_notes,
     })
 }
 
 /// `-Xlog:pagesize`: what the VM found and decided, in HotSpot's words where it has them.
 pub(crate) fn log_page_sizes(pages: &PageInfo, ergo: &Ergo) {
-    if !log::log_enabled!(target: "pagesize", log::Level::Info) {
-        return;
-    }
     let size = |b: usize| format_exact_size(b as u64);
     let h = &pages.hugetlb;
     log::info!(target: "pagesize", "Static hugepage support:");
@@ -342,6 +391,9 @@ pub(crate) fn log_page_sizes(pages: &PageInfo, ergo: &Ergo) {
     }
     log::info!(target: "pagesize", "Shared memory transparent hugepage (THP) support:");
     log::info!(target: "pagesize", "  Shared memory THP mode: {}", t.shmem);
+    for (level, note) in &ergo.large_page_notes {
+        log::log!(target: "pagesize", *level, "{note}");
+    }
     log::info!(
         target: "pagesize",
         "Kernel marks MAP_STACK mappings MADV_NOHUGEPAGE (nh): {} (rtvm does not rely on it)",
@@ -374,7 +426,21 @@ pub(crate) fn log_page_sizes(pages: &PageInfo, ergo: &Ergo) {
             format_page_size(ergo.heap.page_size as u64),
             size(ergo.heap.page_size)
         );
+    } else if let Some((size, usable)) = &ergo.explicit_pages {
+        log::info!(target: "pagesize", "UseLargePages=1, UseTransparentHugePages=0, UseHugeTLBFS=1, UseSHM=0");
+        let mut list = vec![format_page_size(base_page_size() as u64)];
+        list.extend(usable.iter().map(|&p| format_page_size(p as u64)));
+        log::info!(
+            target: "pagesize",
+            "Large page support enabled. Usable page sizes: {}. Default large page size: {}.",
+            list.join(", "),
+            size_of(*size)
+        );
     } else {
         log::info!(target: "pagesize", "Large page support disabled.");
     }
+}
+
+fn size_of(b: usize) -> String {
+    format_exact_size(b as u64)
 }

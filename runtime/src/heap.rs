@@ -34,8 +34,14 @@ pub(crate) struct HeapConfig {
     /// Advise `MADV_HUGEPAGE` (THP mode `madvise` with `-XX:+UseTransparentHugePages`).
     pub advise_huge: bool,
     /// The page size backing the heap: the THP size with `UseTransparentHugePages` (when THP
-    /// is available), else the base page size. Also the reservation's alignment.
+    /// is available), the large page size with explicit huge pages, else the base page size.
+    /// Also the reservation's alignment.
     pub page_size: usize,
+    /// `UseLargePages` with hugetlbfs: the heap is reserved and committed at once on explicit
+    /// huge pages of `page_size`, as HotSpot reserves "special" memory.
+    pub explicit_huge_pages: bool,
+    /// `page_size` is the system's default huge page size.
+    pub default_huge_page: bool,
     /// `AlwaysPreTouch`.
     pub pretouch: bool,
     /// `BackgroundPreTouch`.
@@ -154,6 +160,9 @@ pub struct Heap {
     background: Mutex<Option<BackgroundPretouch>>,
     /// The report of the synchronous initial pretouch, if one ran.
     initial_report: Mutex<Option<PretouchReport>>,
+    /// HotSpot's warning when the heap could not go on explicit huge pages of a size other
+    /// than the default one (the VM prints it).
+    large_page_warning: Option<String>,
 }
 
 /// An atomic on a cache line of its own (128 bytes: adjacent-line prefetchers pair lines).
@@ -177,20 +186,48 @@ struct BackgroundPretouch {
 impl Heap {
     /// Reserves `max`, commits `initial`, advises huge pages if asked and names the mapping.
     /// Pretouching is started separately ([`Heap::pretouch_initial`]).
-    pub(crate) fn reserve_and_commit(config: HeapConfig) -> Result<Heap, HeapError> {
-        let mut reservation = Reservation::reserve(config.max, config.page_size).map_err(|os| {
-            HeapError::Reserve {
-                bytes: config.max,
-                os,
+    pub(crate) fn reserve_and_commit(mut config: HeapConfig) -> Result<Heap, HeapError> {
+        let mut special = None;
+        let mut large_page_warning = None;
+        if config.explicit_huge_pages {
+            match Reservation::reserve_huge_pages(config.max, config.page_size) {
+                Ok(r) => special = Some(r),
+                Err(e) => {
+                    // As HotSpot: not enough huge pages for the whole heap — regular pages,
+                    // with a warning when the page size was not the system's default.
+                    log::debug!(target: "gc+heap+coops", "Reserve regular memory without large pages");
+                    log::info!(target: "pagesize", "Failed to reserve and commit the heap on {} pages: {e}", format_exact_size(config.page_size as u64));
+                    if !config.default_huge_page {
+                        large_page_warning = Some(format!(
+                            "Failed to reserve and commit memory. req_addr: {:#018x} bytes: {} page size: {} (errno = {}).",
+                            0,
+                            config.max,
+                            config.page_size,
+                            e.errno as i32
+                        ));
+                    }
+                    config.explicit_huge_pages = false;
+                    config.page_size = rtvm_os_linux::base_page_size();
+                }
             }
-        })?;
+        }
+        let mut reservation = match special {
+            Some(r) => r,
+            None => Reservation::reserve(config.max, config.page_size).map_err(|os| {
+                HeapError::Reserve {
+                    bytes: config.max,
+                    os,
+                }
+            })?,
+        };
         reservation.set_name("rtvm heap");
         if config.advise_huge {
             reservation
                 .advise(0, config.max, HugePageAdvice::HugePage)
                 .map_err(HeapError::Commit)?;
         }
-        if config.initial > 0 {
+        // Explicit huge pages are committed whole at reservation.
+        if config.initial > 0 && !config.explicit_huge_pages {
             reservation
                 .commit(0, config.initial)
                 .map_err(HeapError::Commit)?;
@@ -219,6 +256,7 @@ impl Heap {
             nursery: Mutex::new(0),
             background: Mutex::new(None),
             initial_report: Mutex::new(None),
+            large_page_warning,
             config,
         })
     }
@@ -506,6 +544,13 @@ impl Heap {
         if grow == 0 {
             return Ok(None);
         }
+        if self.config.explicit_huge_pages {
+            // Committed (on huge pages) since the reservation: pretouch, and move the end.
+            if self.config.pretouch {
+                self.pretouch_range(gang, old, grow)?;
+            }
+            return Ok(Some(old + grow));
+        }
         self.reservation
             .commit_unpublished(old, grow)
             .map_err(HeapError::Commit)?;
@@ -551,6 +596,26 @@ impl Heap {
             return 0;
         }
         self.reservation.resident_bytes(0, committed).unwrap_or(0)
+    }
+
+    /// Bytes the OS holds committed for the heap: the committed part, or the whole heap on
+    /// explicit huge pages (committed at reservation, as HotSpot's "special" memory).
+    pub fn os_committed(&self) -> usize {
+        if self.config.explicit_huge_pages {
+            self.reservation.len()
+        } else {
+            self.stats().committed
+        }
+    }
+
+    /// HotSpot's warning when the heap fell back from explicit huge pages (printed by the VM).
+    pub(crate) fn large_page_warning(&self) -> Option<&str> {
+        self.large_page_warning.as_deref()
+    }
+
+    /// The page size backing the heap.
+    pub fn page_size(&self) -> usize {
+        self.config.page_size
     }
 
     /// The heap's address range (reserved).

@@ -267,6 +267,9 @@ impl Vm {
             .map_err(thread_create_error)?;
         let heap =
             Arc::new(Heap::reserve_and_commit(ergo.heap.clone()).map_err(heap_create_error)?);
+        if let Some(w) = heap.large_page_warning() {
+            output.write(Stream::Stderr, &format!("rtvm warning: {w}\n"));
+        }
         let vm = Vm {
             handle: VmHandle {
                 inner: Arc::new(VmInner {
@@ -486,8 +489,11 @@ impl VmInner {
     fn native_memory_summary(&self) -> Option<NmtSummary> {
         let mode = self.flags.get(flag::NativeMemoryTracking);
         (mode != "off").then(|| {
+            // NMT counts what the OS holds committed (all of a heap on explicit huge pages).
+            let mut heap = self.heap.stats();
+            heap.committed = self.heap.os_committed();
             NmtSummary::collect(
-                self.heap.stats(),
+                heap,
                 self.heap.range(),
                 &self.registry.list(),
                 mode == "detail",

@@ -17,6 +17,7 @@ pub use super::hotspot_tags::{TAGS, TAG_SETS};
 pub const RTVM_TAG_SETS: &[&str] = &[
     "gc+ergo",
     "gc+heap",
+    "gc+heap+coops",
     "gc+init",
     "gc+task",
     "logging",

@@ -7,6 +7,20 @@
  * @run driver TestVMOptionsFile
  */
 
+/*
+ * @test id=corpus
+ * @bug 8061999
+ * @summary HotSpot's TestVMOptionsFile corpus, each case run through the test VM and java and
+ *          compared line by line: empty and blank files, relative and absolute paths,
+ *          -XX:Flags inside an options file, quoting (double, single, a quote inside a token,
+ *          unmatched), a long option and a big file, an options file named in the environment
+ *          variable, ordering with PrintVMOptions, a directory, an unreadable file, an empty
+ *          name, two options files (in one container and across containers), a file that
+ *          names itself
+ * @requires vm.flagless
+ * @run driver TestVMOptionsFile corpus
+ */
+
 use rtvm_jtreg::testlib::*;
 
 fn write(name: &str, text: &str) -> Result<String, TestFailure> {
@@ -14,7 +28,72 @@ fn write(name: &str, text: &str) -> Result<String, TestFailure> {
     Ok(std::fs::canonicalize(name).map_err(|e| TestFailure(e.to_string()))?.display().to_string())
 }
 
-pub fn main(_vm: &Vm, _args: &[String]) -> TestResult {
+/// HotSpot's corpus, side by side with java.
+fn corpus() -> TestResult {
+    let long_value = "x".repeat(8000);
+    let big: String = (0..3000).map(|i| format!("-XX:ParallelGCThreads={}\n", 1 + i % 4)).collect();
+    let files: Vec<(&str, String)> = vec![
+        ("empty.opts", String::new()),
+        ("blank.opts", "  \n\t \n\n".into()),
+        ("plain.opts", "-Xmx64m -XX:+AlwaysPreTouch\n-XX:ParallelGCThreads=1\n".into()),
+        ("flags-inside.opts", "-XX:Flags=plain.flags -Xmx48m\n".into()),
+        ("plain.flags", "+AlwaysPreTouch\nParallelGCThreads=2\n".into()),
+        ("double-quotes.opts", "\"-XX:ParallelGCThreads=1\" -Xmx\"64m\"\n".into()),
+        ("single-quotes.opts", "'-XX:ParallelGCThreads=1' '-Xmx64m'\n".into()),
+        ("mixed-quotes.opts", "\"-XX:NativeMemoryTracking=summary\" '-XX:+PrintVMOptions'\n".into()),
+        ("unmatched.opts", "-Xmx64m \"-XX:+AlwaysPreTouch\n".into()),
+        ("unmatched-single.opts", "-Xmx64m '-XX:+AlwaysPreTouch\n".into()),
+        ("long.opts", format!("-XX:NativeMemoryTracking={long_value}\n")),
+        ("big.opts", big),
+        ("print.opts", "-XX:+PrintVMOptions -XX:+AlwaysPreTouch\n".into()),
+        ("bad.opts", "-XX:+NoSuchFlag\n".into()),
+        ("self.opts", "-XX:VMOptionsFile=self.opts\n".into()),
+        ("unreadable.opts", "-Xmx64m\n".into()),
+    ];
+    for (name, text) in &files {
+        std::fs::write(name, text).map_err(|e| TestFailure(format!("cannot write {name}: {e}")))?;
+    }
+    std::fs::create_dir_all("a-directory")?;
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions("unreadable.opts", std::fs::Permissions::from_mode(0o000))?;
+    let absolute = std::fs::canonicalize("plain.opts")?.display().to_string();
+    let abs_arg = format!("-XX:VMOptionsFile={absolute}");
+    let cases: Vec<(Vec<&str>, Option<&str>)> = vec![
+        (vec!["-XX:VMOptionsFile=empty.opts", "-version"], None),
+        (vec!["-XX:VMOptionsFile=blank.opts", "-version"], None),
+        (vec!["-XX:VMOptionsFile=plain.opts", "-XX:+PrintVMOptions", "-version"], None),
+        (vec![&abs_arg, "-XX:+PrintVMOptions", "-version"], None),
+        (vec!["-XX:VMOptionsFile=flags-inside.opts", "-XX:+PrintVMOptions", "-version"], None),
+        (vec!["-XX:VMOptionsFile=double-quotes.opts", "-XX:+PrintVMOptions", "-version"], None),
+        (vec!["-XX:VMOptionsFile=single-quotes.opts", "-XX:+PrintVMOptions", "-version"], None),
+        (vec!["-XX:VMOptionsFile=mixed-quotes.opts", "-version"], None),
+        (vec!["-XX:VMOptionsFile=unmatched.opts", "-version"], None),
+        (vec!["-XX:VMOptionsFile=unmatched-single.opts", "-version"], None),
+        (vec!["-XX:VMOptionsFile=long.opts", "-version"], None),
+        (vec!["-XX:VMOptionsFile=big.opts", "-XX:+PrintVMOptions", "-version"], None),
+        (vec!["-XX:+AlwaysPreTouch", "-XX:VMOptionsFile=print.opts", "-XX:ParallelGCThreads=1", "-version"], None),
+        (vec!["-XX:VMOptionsFile=bad.opts", "-version"], None),
+        (vec!["-XX:VMOptionsFile=self.opts", "-version"], None),
+        (vec!["-XX:VMOptionsFile=a-directory", "-version"], None),
+        (vec!["-XX:VMOptionsFile=unreadable.opts", "-version"], None),
+        (vec!["-XX:VMOptionsFile=", "-version"], None),
+        (vec!["-XX:VMOptionsFile=does-not-exist.opts", "-version"], None),
+        (vec!["-XX:VMOptionsFile=plain.opts", "-XX:VMOptionsFile=empty.opts", "-version"], None),
+        (vec!["-XX:+PrintVMOptions", "-version"], Some("-XX:VMOptionsFile=plain.opts")),
+        (vec!["-XX:VMOptionsFile=plain.opts", "-version"], Some("-XX:VMOptionsFile=print.opts")),
+        (vec!["-version"], Some("-XX:VMOptionsFile=plain.opts -XX:VMOptionsFile=print.opts")),
+    ];
+    for (args, env) in &cases {
+        same_as_java(&SideBySide { args, env: *env, expect: &[] })?;
+    }
+    println!("{} cases the same as java", cases.len());
+    Ok(())
+}
+
+pub fn main(_vm: &Vm, args: &[String]) -> TestResult {
+    if args.first().map(String::as_str) == Some("corpus") {
+        return corpus();
+    }
     let opts = write("options.txt", "-Xmx48m\n  \"-XX:+AlwaysPreTouch\" -XX:PreTouchParallelChunkSize=64k\n")?;
     let arg = format!("-XX:VMOptionsFile={opts}");
     let out = ProcessTools::execute_limited_test_vm(&[&arg, "-XX:+PrintFlagsFinal", "-version"])?;
