@@ -7,7 +7,7 @@
 //! (`AtParse`) or once ergonomics have run (`AfterErgo`).
 
 use crate::constraints;
-use crate::value::{K, M};
+use crate::value::{G, K, M};
 
 /// Platform-dependent defaults (`{pd product}`).
 mod pd {
@@ -72,18 +72,30 @@ define_flags! {
         "Do not protect thread stacks from transparent huge pages: map them like glibc on kernels before 6.8 (no MADV_NOHUGEPAGE, guard zone placed late by the thread). For negative tests only");
     product(bool, IgnoreUnrecognizedVMOptions, false,
         "Ignore unrecognized VM options");
+    product(double, InitialRAMPercentage, 1.5625,
+        "Percentage of real memory (the container's limit inside a container) used for the initial heap size")
+        range(0.0, 100.0);
     product(size_t, InitialHeapSize, 0,
-        "Initial heap size (in bytes); zero means use ergonomics (1/64 of physical memory)")
+        "Initial heap size (in bytes); zero means use ergonomics (InitialRAMPercentage of physical memory, or of the container's limit)")
         type_range();
     product(size_t, LargePageSizeInBytes, 0,
         "Maximum large page size used (0 is the default large page size)")
         type_range();
     product(size_t, MaxHeapSize, SCALED_96M,
-        "Maximum heap size (in bytes); ergonomics set it to 1/4 of physical memory unless given")
+        "Maximum heap size (in bytes); ergonomics set it from MaxRAMPercentage (MinRAMPercentage on small memory) of physical memory, or of the container's limit, unless given")
         type_range();
+    product_pd(uint64_t, MaxRAM, 128 * G,
+        "Real memory size (in bytes) used to set maximum heap size")
+        type_range();
+    product(double, MaxRAMPercentage, 25.0,
+        "Maximum percentage of real memory used for maximum heap size")
+        range(0.0, 100.0);
     product(size_t, MaxNewSize, u64::MAX,
         "Maximum size of the nursery (in bytes); -Xmn sets it together with NewSize")
         type_range();
+    product(double, MinRAMPercentage, 50.0,
+        "Minimum percentage of real memory used for maximum heap size on systems with small physical memory size")
+        range(0.0, 100.0);
     product(size_t, MinHeapSize, 0,
         "Minimum heap size (in bytes); zero means use ergonomics")
         type_range();
@@ -134,6 +146,8 @@ define_flags! {
         "Enable normal processing of flags relating to experimental features");
     diagnostic(bool, UseMadvPopulateWrite, true,
         "Use MADV_POPULATE_WRITE to pre-touch memory where the kernel has it; off forces touching every page with an atomic add of zero");
+    product(bool, UseContainerSupport, true,
+        "Enable detection and runtime container configuration support: memory limit and CPU quota of the process's cgroup");
     product_pd(bool, UseLargePages, false,
         "Use large page memory: explicit huge pages from hugetlbfs for the heap (on Linux, with UseTransparentHugePages: THP)");
     product(bool, UseTransparentHugePages, false,

@@ -242,17 +242,22 @@ pub fn parse_signed(text: &str) -> Option<i64> {
 /// Parses a `double` flag value. Like `strtod` on the whole string: no leading or trailing
 /// garbage, no `inf`/`nan` spelled out by a user.
 pub fn parse_double(text: &str) -> Option<f64> {
-    let first = *text.as_bytes().first()?;
-    if !(first.is_ascii_digit() || first == b'-' || first == b'.') {
-        return None;
+    // HotSpot 17's two forms. A decimal fraction — digits (or '-'), a '.', then digits,
+    // exponent characters or signs — read whole as a float ("50.5", "-1.5", "1.5e3");
+    // anything else is an unsigned integer (hex and k/m/g/t allowed) made a double ("25",
+    // "0x10", "1k"); ".5", "5." and "1e1" fit neither.
+    let (int_part, frac) = text.split_once('.').unwrap_or((text, ""));
+    let fraction_form = text.contains('.')
+        && !int_part.is_empty()
+        && int_part.bytes().all(|b| b.is_ascii_digit() || b == b'-')
+        && !frac.is_empty()
+        && frac
+            .bytes()
+            .all(|b| b.is_ascii_digit() || b"eE+-".contains(&b));
+    if fraction_form {
+        return text.parse::<f64>().ok().filter(|d| d.is_finite());
     }
-    if text
-        .chars()
-        .any(|c| c.is_ascii_alphabetic() && c != 'e' && c != 'E')
-    {
-        return None;
-    }
-    text.parse::<f64>().ok().filter(|d| d.is_finite())
+    parse_unsigned(text).map(|v| v as f64)
 }
 
 /// Formats a byte count the way HotSpot's `EXACTFMT` does: the largest binary unit that
@@ -363,7 +368,14 @@ mod tests {
     fn doubles() {
         assert_eq!(parse_double("25"), Some(25.0));
         assert_eq!(parse_double("0.5"), Some(0.5));
-        assert_eq!(parse_double("1e3"), Some(1000.0));
+        // HotSpot 17's forms: a decimal fraction, or an unsigned integer (hex, k/m/g/t).
+        assert_eq!(parse_double("1.5e3"), Some(1500.0));
+        assert_eq!(parse_double("-1.5"), Some(-1.5));
+        assert_eq!(parse_double("0x10"), Some(16.0));
+        assert_eq!(parse_double("1k"), Some(1024.0));
+        for improper in ["1e3", ".5", "5.", "-1", "1.5x"] {
+            assert_eq!(parse_double(improper), None, "{improper}");
+        }
         assert_eq!(parse_double("abc"), None);
         assert_eq!(parse_double("inf"), None);
         assert_eq!(parse_double(""), None);

@@ -273,7 +273,8 @@ pub fn normalized(out: &OutputAnalyzer) -> (i32, String, String) {
                     .replace("Java Virtual Machine", "virtual machine")
                     .replace("OpenJDK 64-Bit Server VM warning", "rtvm warning")
                     .replace("JAVA_TOOL_OPTIONS", "RTVM_OPTIONS");
-                hex_addresses().replace_all(&l, "0xADDR").into_owned()
+                let l = hex_addresses().replace_all(&l, "0xADDR");
+                uptime().replace_all(&l, "[${1}s]").into_owned()
             })
             .collect::<Vec<_>>()
             .join("\n")
@@ -286,6 +287,12 @@ fn banner() -> &'static Regex {
     RE.get_or_init(|| {
         Regex::new(r#"(?m)(openjdk|rtvm) version "[^"]*".*$"#).expect("a valid pattern")
     })
+}
+
+/// The `-Xlog` uptime decoration (`[0.002s]`), which differs from run to run.
+fn uptime() -> &'static Regex {
+    static RE: std::sync::OnceLock<Regex> = std::sync::OnceLock::new();
+    RE.get_or_init(|| Regex::new(r"\[\d+\.\d+(m?)s\]").expect("a valid pattern"))
 }
 
 fn hex_addresses() -> &'static Regex {

@@ -24,6 +24,7 @@
 //!
 //! Log targets mirror HotSpot's `-Xlog` tags: `os`, `os+thread`, `pagesize`.
 
+pub mod container;
 mod error;
 #[cfg(any(test, feature = "testing"))]
 pub mod fault;

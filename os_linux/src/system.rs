@@ -20,6 +20,26 @@ pub fn available_processors() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
+/// Processors in this thread's CPU affinity mask, no cgroup quota considered (HotSpot's
+/// `os::Linux::active_processor_count`); the configured count if the mask cannot be read.
+pub fn affinity_processors() -> usize {
+    use nix::sched::{sched_getaffinity, CpuSet};
+    match sched_getaffinity(nix::unistd::Pid::from_raw(0)) {
+        Ok(set) => (0..CpuSet::count())
+            .filter(|&i| set.is_set(i).unwrap_or(false))
+            .count()
+            .max(1),
+        Err(e) => {
+            let configured = nix::unistd::sysconf(nix::unistd::SysconfVar::_NPROCESSORS_CONF)
+                .ok()
+                .flatten()
+                .map_or(1, |n| n.max(1) as usize);
+            log::debug!(target: "os", "sched_getaffinity failed ({}): using the {configured} configured processors", crate::strerror(e));
+            configured
+        }
+    }
+}
+
 /// The soft `RLIMIT_STACK` in bytes, `None` if unlimited: glibc's default thread stack size.
 pub fn stack_rlimit() -> Option<u64> {
     getrlimit(Resource::RLIMIT_STACK)

@@ -2,9 +2,10 @@
 //! sizes, stack sizes and zones, THP for the heap and the stacks — with HotSpot's formulas,
 //! checks and messages, and the `-Xlog:pagesize` lines that say what was decided.
 
-use rtvm_flags::value::{format_exact_size, format_page_size, K, M};
+use rtvm_flags::value::{format_exact_size, format_page_size, G, K, M};
 use rtvm_flags::{flag, Settings};
-use rtvm_os_linux::pages::PageInfo;
+use rtvm_os_linux::container::{self, ContainerInfo};
+use rtvm_os_linux::pages::{PageInfo, SysRoots};
 use rtvm_os_linux::stack::{kernel_marks_map_stack_nohugepage, recommended_alt_stack_size};
 use rtvm_os_linux::{base_page_size, system, GuardZones, PretouchRequest, ThpMode};
 
@@ -58,14 +59,89 @@ pub(crate) fn heap_create_error(e: HeapError) -> CreateError {
     CreateError::init(code, format!("{e}\n"))
 }
 
-pub(crate) fn ergonomics(s: &mut Settings, pages: &PageInfo) -> Result<Ergo, CreateError> {
+/// HotSpot's `OldSize` default (4M scaled for 64-bit words): with `NewSize`, the smallest
+/// heap it sizes for.
+const OLD_SIZE: u64 = 5_452_592;
+
+/// The largest heap compressed oops address (32G less the null page padded to G1's largest
+/// region): HotSpot caps an ergonomic maximum there unless the user sized by percentage.
+const MAX_COMPRESSED_OOPS_HEAP: u64 = 32 * G - 32 * M;
+
+fn to_size(v: u64) -> usize {
+    usize::try_from(v).unwrap_or(usize::MAX)
+}
+
+/// The memory and processors the VM sizes itself for: the host's, or its container's when
+/// `UseContainerSupport` finds limits (HotSpot's `os::physical_memory` and
+/// `os::active_processor_count`).
+pub(crate) struct Machine {
+    host_memory: u64,
+    host_processors: usize,
+    container: Option<ContainerInfo>,
+}
+
+impl Machine {
+    /// Looks at the host and, with container support on, at the process's cgroups; says what
+    /// it found under `os+container` and `os`, as HotSpot does.
+    pub fn detect(container_support: bool) -> Machine {
+        let host_memory = system::physical_memory().unwrap_or(1 << 30);
+        let host_processors = system::affinity_processors();
+        let container = if container_support {
+            let c = container::detect(&SysRoots::default(), host_memory, host_processors);
+            for (level, text) in &c.notes {
+                log::log!(target: "os+container", *level, "{text}");
+            }
+            Some(c).filter(|c| c.version.is_some())
+        } else {
+            log::trace!(target: "os+container", "OSContainer::init: Initializing Container Support");
+            log::trace!(target: "os+container", "Container Support not enabled");
+            None
+        };
+        let machine = Machine {
+            host_memory,
+            host_processors,
+            container,
+        };
+        match machine.container.as_ref().and_then(|c| c.memory_limit) {
+            Some(limit) => log::trace!(target: "os", "total container memory: {limit}"),
+            None => {
+                if machine.container.is_some() {
+                    log::debug!(target: "os+container", "container memory limit unlimited: -1, using host value {host_memory}");
+                }
+                log::trace!(target: "os", "total system memory: {host_memory}");
+            }
+        }
+        machine
+    }
+
+    /// The memory to size the heap for: the container's limit, else the host's.
+    pub fn memory(&self) -> u64 {
+        self.container
+            .as_ref()
+            .and_then(|c| c.memory_limit)
+            .unwrap_or(self.host_memory)
+    }
+
+    /// The processors to size thread pools for: the affinity mask, under a container's quota.
+    pub fn processors(&self) -> usize {
+        self.container
+            .as_ref()
+            .map_or(self.host_processors, |c| c.processors)
+    }
+}
+
+pub(crate) fn ergonomics(
+    s: &mut Settings,
+    pages: &PageInfo,
+    machine: &Machine,
+) -> Result<Ergo, CreateError> {
     let ergo_err = |m: String| init_error(format!("{m}\n"));
     let page = base_page_size();
 
     // Processors and workers.
     let cpus = match s.get(flag::ActiveProcessorCount) {
         n if n > 0 => n as usize,
-        _ => system::available_processors(),
+        _ => machine.processors(),
     };
     if s.is_default(flag::ParallelGCThreads) {
         let n = if cpus <= 8 {
@@ -142,83 +218,149 @@ pub(crate) fn ergonomics(s: &mut Settings, pages: &PageInfo) -> Result<Ergo, Cre
     } else {
         page
     };
-    let align_up = |v: usize| v.checked_add(heap_page - 1).map(|x| x & !(heap_page - 1));
     let align_down = |v: usize| v & !(heap_page - 1);
 
-    // Heap sizes (HotSpot: MaxRAMPercentage 25, InitialRAMPercentage 1.5625).
-    let phys = system::physical_memory().unwrap_or(1 << 30) as usize;
-    let user_max = !s.is_default(flag::MaxHeapSize);
-    let user_initial = !s.is_default(flag::InitialHeapSize);
-    let user_min = !s.is_default(flag::MinHeapSize);
-    let min_heap_floor = 2 * M as usize;
-    if user_max && s.get(flag::MaxHeapSize) < min_heap_floor {
+    // Heap sizes: HotSpot 17's set_heap_size, from the memory of the machine or of the
+    // container, then GCArguments' checks and the alignment of the three sizes.
+    let is_cmdline = |o: rtvm_flags::Origin| o.source == rtvm_flags::Source::CommandLine;
+    let percentages_given = !s.is_default(flag::MaxRAMPercentage)
+        || !s.is_default(flag::MinRAMPercentage)
+        || !s.is_default(flag::InitialRAMPercentage);
+    // A user who sizes by percentage or MaxRAM means it: no compressed-oops cap, and the
+    // machine's memory rather than the MaxRAM default.
+    let override_coop_limit = percentages_given || !s.is_default(flag::MaxRAM);
+    let phys_mem = if !s.is_default(flag::MaxRAM) {
+        s.get(flag::MaxRAM)
+    } else if override_coop_limit {
+        s.set_ergo(flag::MaxRAM, machine.memory())
+            .map_err(ergo_err)?;
+        machine.memory()
+    } else {
+        machine.memory().min(s.get(flag::MaxRAM))
+    };
+    let percent_of_phys = |p: f64| (phys_mem as f64 * p / 100.0) as u64;
+    // HotSpot's limit_by_allocatable_memory: half the address-space limit, if there is one.
+    let allocatable_limit = system::soft_limit(system::Limit::AddressSpace);
+    let by_allocatable = |v: u64| allocatable_limit.map_or(v, |l| v.min(l / 2));
+    if s.is_default(flag::MaxHeapSize) {
+        let default_max = s.get(flag::MaxHeapSize) as u64;
+        let reasonable_min = percent_of_phys(s.get(flag::MinRAMPercentage));
+        let mut reasonable_max = if reasonable_min < default_max {
+            // Small memory: a larger fraction of it.
+            reasonable_min
+        } else {
+            percent_of_phys(s.get(flag::MaxRAMPercentage)).max(default_max)
+        };
+        if !override_coop_limit {
+            reasonable_max = reasonable_max.min(MAX_COMPRESSED_OOPS_HEAP);
+        }
+        reasonable_max = by_allocatable(reasonable_max);
+        if !s.is_default(flag::InitialHeapSize) {
+            reasonable_max = reasonable_max.max(s.get(flag::InitialHeapSize) as u64);
+        } else if !s.is_default(flag::MinHeapSize) {
+            reasonable_max = reasonable_max.max(s.get(flag::MinHeapSize) as u64);
+        }
+        log::trace!(target: "gc+heap", "  Maximum heap size {reasonable_max}");
+        s.set_ergo(flag::MaxHeapSize, to_size(reasonable_max))
+            .map_err(ergo_err)?;
+    }
+    if s.get(flag::InitialHeapSize) == 0 || s.get(flag::MinHeapSize) == 0 {
+        let max = s.get(flag::MaxHeapSize) as u64;
+        let reasonable_minimum = by_allocatable(
+            OLD_SIZE
+                .saturating_add(s.get(flag::NewSize) as u64)
+                .min(max),
+        );
+        if s.get(flag::InitialHeapSize) == 0 {
+            let initial = by_allocatable(percent_of_phys(s.get(flag::InitialRAMPercentage)))
+                .max(reasonable_minimum)
+                .max(s.get(flag::MinHeapSize) as u64)
+                .min(max);
+            s.set_ergo(flag::InitialHeapSize, to_size(initial))
+                .map_err(ergo_err)?;
+            log::trace!(target: "gc+heap", "  Initial heap size {initial}");
+        }
+        if s.get(flag::MinHeapSize) == 0 {
+            let min = reasonable_minimum.min(s.get(flag::InitialHeapSize) as u64);
+            s.set_ergo(flag::MinHeapSize, to_size(min))
+                .map_err(ergo_err)?;
+            log::trace!(target: "gc+heap", "  Minimum heap size {min}");
+        }
+    }
+    if is_cmdline(s.origin(flag::MaxHeapSize)) {
+        if is_cmdline(s.origin(flag::InitialHeapSize))
+            && s.get(flag::InitialHeapSize) > s.get(flag::MaxHeapSize)
+        {
+            return Err(init_error(
+                "Initial heap size set to a larger value than the maximum heap size\n",
+            ));
+        }
+        if is_cmdline(s.origin(flag::MinHeapSize))
+            && s.get(flag::MaxHeapSize) < s.get(flag::MinHeapSize)
+        {
+            return Err(init_error(
+                "Incompatible minimum and maximum heap sizes specified\n",
+            ));
+        }
+    }
+    if s.get(flag::MaxHeapSize) < 2 * M as usize {
         return Err(init_error("Too small maximum heap\n"));
     }
-    if !user_max {
-        let mut max = align_down(phys / 4).max(min_heap_floor);
-        if user_initial && s.get(flag::InitialHeapSize) > max {
-            max = s.get(flag::InitialHeapSize);
-        }
-        s.set_ergo(flag::MaxHeapSize, max).map_err(ergo_err)?;
-    }
-    let max =
-        align_up(s.get(flag::MaxHeapSize)).ok_or_else(|| init_error("Too large maximum heap\n"))?;
-    if max != s.get(flag::MaxHeapSize) {
-        s.set_ergo(flag::MaxHeapSize, max).map_err(ergo_err)?;
-    }
-    if user_initial && s.get(flag::InitialHeapSize) > max {
-        return Err(init_error(
-            "Initial heap size set to a larger value than the maximum heap size\n",
-        ));
-    }
-    if user_min && s.get(flag::MinHeapSize) > max {
-        return Err(init_error(
-            "Incompatible minimum and maximum heap sizes specified\n",
-        ));
-    }
-    if !user_initial || s.get(flag::InitialHeapSize) == 0 {
-        let initial = align_up(phys / 64)
-            .unwrap_or(max)
-            .clamp(s.get(flag::MinHeapSize), max);
-        s.set_ergo(flag::InitialHeapSize, initial)
-            .map_err(ergo_err)?;
-    } else {
-        // HotSpot checks the floor on the value given, before any alignment.
-        if s.get(flag::InitialHeapSize) < M as usize {
-            return Err(init_error("Too small initial heap\n"));
-        }
-        let initial = align_up(s.get(flag::InitialHeapSize))
-            .unwrap_or(max)
-            .min(max);
-        if initial != s.get(flag::InitialHeapSize) {
-            s.set_ergo(flag::InitialHeapSize, initial)
-                .map_err(ergo_err)?;
-        }
-    }
-    let initial = s.get(flag::InitialHeapSize);
-    if user_min && s.get(flag::MinHeapSize) > initial {
-        return Err(init_error(
-            "Incompatible minimum and initial heap sizes specified\n",
-        ));
-    }
-    if !user_min || s.get(flag::MinHeapSize) == 0 {
-        s.set_ergo(flag::MinHeapSize, initial.min(8 * M as usize))
-            .map_err(ergo_err)?;
-    }
-    // HotSpot's floors, checked in its order once the sizes are known.
-    if initial < M as usize {
+    if s.get(flag::InitialHeapSize) < M as usize {
         return Err(init_error("Too small initial heap\n"));
     }
     if s.get(flag::MinHeapSize) < M as usize {
         return Err(init_error("Too small minimum heap\n"));
     }
+    // G1's heap alignment: the region size (MaxHeapSize/2048 rounded up to a power of two,
+    // 1M to 32M), the card table's page-granular constraint, the heap's page size.
+    let region = (s.get(flag::MaxHeapSize) / 2048)
+        .max(M as usize)
+        .next_power_of_two()
+        .clamp(M as usize, 32 * M as usize);
+    let heap_alignment = region.max(512 * page).max(heap_page);
+    let align_heap = |v: usize| {
+        v.checked_next_multiple_of(heap_alignment)
+            .ok_or_else(|| init_error("Too large maximum heap\n"))
+    };
+    for f in [flag::MinHeapSize, flag::InitialHeapSize, flag::MaxHeapSize] {
+        let aligned = align_heap(s.get(f))?;
+        if aligned != s.get(f) {
+            s.set_ergo(f, aligned).map_err(ergo_err)?;
+        }
+    }
+    if is_cmdline(s.origin(flag::InitialHeapSize))
+        && is_cmdline(s.origin(flag::MinHeapSize))
+        && s.get(flag::InitialHeapSize) < s.get(flag::MinHeapSize)
+    {
+        return Err(init_error(
+            "Incompatible minimum and initial heap sizes specified\n",
+        ));
+    }
+    if !s.is_default(flag::InitialHeapSize)
+        && s.get(flag::InitialHeapSize) > s.get(flag::MaxHeapSize)
+    {
+        s.set_ergo(flag::MaxHeapSize, s.get(flag::InitialHeapSize))
+            .map_err(ergo_err)?;
+    } else if !s.is_default(flag::MaxHeapSize)
+        && s.get(flag::InitialHeapSize) > s.get(flag::MaxHeapSize)
+    {
+        s.set_ergo(flag::InitialHeapSize, s.get(flag::MaxHeapSize))
+            .map_err(ergo_err)?;
+        if s.get(flag::InitialHeapSize) < s.get(flag::MinHeapSize) {
+            s.set_ergo(flag::MinHeapSize, s.get(flag::InitialHeapSize))
+                .map_err(ergo_err)?;
+        }
+    }
+    let max = s.get(flag::MaxHeapSize);
+    let initial = s.get(flag::InitialHeapSize);
 
     // The nursery: HotSpot's young-generation sizing rules and warnings (`gc+ergo`), with
     // its generation alignment. There is a nursery only when NewSize was given.
     const GEN_ALIGNMENT: usize = 64 * K as usize;
     // HotSpot's FLAG_IS_CMDLINE (the -X size options count as command line wherever they
     // came from); a NewSize from the environment or a settings file still makes a nursery.
-    let on_command_line = |o: rtvm_flags::Origin| o.source == rtvm_flags::Source::CommandLine;
+    let on_command_line = is_cmdline;
     let new_given = s.origin(flag::NewSize).source != rtvm_flags::Source::Default;
     let new_cmdline = on_command_line(s.origin(flag::NewSize));
     let max_new_given = s.origin(flag::MaxNewSize).source != rtvm_flags::Source::Default;

@@ -219,12 +219,13 @@ impl Vm {
         }
         let log = xlog::install(log_config, &output, start);
 
+        let machine = ergonomics::Machine::detect(parsed.settings.get(flag::UseContainerSupport));
         let pages = PageInfo::detect();
         for p in &pages.problems {
             log::warn!(target: "pagesize", "{p}; treated as unknown");
         }
         let mut settings = parsed.settings;
-        let ergo = ergonomics::ergonomics(&mut settings, &pages)?;
+        let ergo = ergonomics::ergonomics(&mut settings, &pages, &machine)?;
         settings
             .check_constraints(Phase::AfterErgo)
             .map_err(|m| CreateError::args(ErrorCode::Inval, m))?;
