@@ -16,6 +16,7 @@
 
 extern crate self as rtvm_jtreg;
 
+pub mod cgroup;
 pub mod cli;
 pub mod ctools;
 pub mod expr;

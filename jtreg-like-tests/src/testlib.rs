@@ -18,6 +18,8 @@ use std::process::{Command, Stdio};
 pub use rtvm::launcher::{Exit, MainResult as TestResult};
 pub use rtvm::Vm;
 
+pub use crate::cgroup::MemoryCgroup;
+
 use regex::Regex;
 
 /// The exit status a test VM uses for a skipped test (with `jtreg.SkippedException: <reason>`

@@ -1,10 +1,11 @@
 /*
  * @test
- * @summary Operator-visible behaviour side by side with java 17: 100 command lines — flag forms
+ * @summary Operator-visible behaviour side by side with java 17: 116 command lines — flag forms
  *          and their messages (a flag's name before '=', +/- on the wrong type, locked and unlock
  *          flags, commented-out options, suggestions), sizes and their floors (-Xmx0, -Xmn0, Too
  *          small initial/minimum heap, stack minimums), values that wrap to a flag's width, hex
- *          and suffixes, -Xlog selections, levels, decorators, outputs and their errors — each
+ *          and suffixes, -Xlog selections, levels, decorators, outputs and their errors, double flags' two forms (fraction, integer) and the RAM-based heap
+ *          sizing's floors — each
  *          run through the test VM and java, and the outputs compared after normalizing only
  *          the version banner, the VM's name and addresses. Differences kept on purpose are in
  *          the README's list, not here.
@@ -115,6 +116,22 @@ const CASES: &[&[&str]] = &[
         &["-XX:+NoSuchFlag", "-Xlog:help"],
         &["-Xlog:os*=warning:stderr"],
         &["-Xlog:os+thread=off"],
+        &["-XX:MaxRAMPercentage=50.5"],
+        &["-XX:MaxRAMPercentage=1e1"],
+        &["-XX:MaxRAMPercentage=.5"],
+        &["-XX:MaxRAMPercentage=5."],
+        &["-XX:MaxRAMPercentage=abc"],
+        &["-XX:MaxRAMPercentage=-1.5"],
+        &["-XX:MaxRAMPercentage=-1"],
+        &["-XX:MaxRAMPercentage=0x10"],
+        &["-XX:MaxRAMPercentage=1k"],
+        &["-XX:MaxRAMPercentage=100.0001"],
+        &["-XX:+MaxRAMPercentage"],
+        &["-XX:MaxRAM=abc"],
+        &["-XX:MaxRAM=1m"],
+        &["-XX:MaxRAM=4m", "-Xms8m"],
+        &["-XX:MaxRAM=1g", "-XX:MinRAMPercentage=0"],
+        &["-XX:+UseContainerSupport=1"],
 ];
 
 pub fn main(_vm: &Vm, _args: &[String]) -> TestResult {

@@ -7,6 +7,8 @@
  *          message, and the VM starts or fails cleanly; invalid values are the minimum - 1 and
  *          the maximum + 1 where the type can hold them — refused with HotSpot's range message
  *          and exit 1. Where java knows the flag, it must accept and refuse the same values.
+ *          Double flags: the bounds and the midpoint are accepted, half a unit outside is
+ *          refused with the value in six decimals, as java does.
  * @requires vm.flagless
  * @run driver TestOptionsWithRanges
  */
@@ -112,6 +114,39 @@ pub fn main(_vm: &Vm, _args: &[String]) -> TestResult {
             }
         }
     }
-    println!("{valid} valid and {invalid} invalid values checked ({with_java} invalid ones against java as well)");
+    let doubles = check_doubles(&java_ranges)?;
+    println!("{valid} valid and {invalid} invalid values checked ({with_java} invalid ones against java as well); {doubles} double values");
     Ok(())
+}
+
+/// The double flags with a range: the bounds and the midpoint are accepted, half a unit
+/// outside is refused with HotSpot's message (values printed with six decimals) — by java too.
+fn check_doubles(java_ranges: &str) -> Result<usize, TestFailure> {
+    let out = ProcessTools::execute_limited_test_vm(&[UNLOCK[0], UNLOCK[1], "-XX:+PrintFlagsRanges", "-version"])?;
+    let mut checked = 0;
+    for line in out.stdout.lines().filter(|l| l.trim_start().starts_with("double ")) {
+        let (Some(open), Some(close)) = (line.find('['), line.find(']')) else { continue };
+        let name = line.split_whitespace().nth(1).unwrap_or_default().to_owned();
+        let bounds: Vec<f64> = line[open + 1..close].split("...").filter_map(|b| b.trim().parse().ok()).collect();
+        let [min, max] = bounds[..] else { continue };
+        for v in [min, max, (min + max) / 2.0] {
+            let opt = format!("-XX:{name}={v:.1}");
+            let out = ProcessTools::execute_limited_test_vm(&[&opt, "-version"])?;
+            check(!out.stderr.contains("is outside the allowed range") && !out.stderr.contains("Improperly specified"), || format!("{opt} refused: {}", out.stderr))?;
+            checked += 1;
+        }
+        for v in [min - 0.5, max + 0.5] {
+            let opt = format!("-XX:{name}={v:.1}");
+            let expected = format!("double {name}={v:.6} is outside the allowed range [ {min:.6} ... {max:.6} ]");
+            ProcessTools::execute_limited_test_vm(&[&opt, "-version"])?.should_have_exit_value(1)?.stderr_should_contain(&expected)?;
+            if java_ranges.lines().any(|l| l.split_whitespace().nth(1) == Some(name.as_str())) {
+                if let Some(java) = JavaTools::execute(&[&opt, "-version"])? {
+                    java.should_have_exit_value(1)?.stderr_should_contain(&expected)?;
+                }
+            }
+            checked += 1;
+        }
+    }
+    check(checked > 0, || "no ranged double flag listed".into())?;
+    Ok(checked)
 }

@@ -1,0 +1,168 @@
+//! Child memory cgroups for tests: created under the machine's memory controller (the cgroup
+//! v1 `memory` hierarchy, or the v2 unified hierarchy where `memory` is delegated to
+//! children), limited, used to run commands, and removed when dropped — on every exit path a
+//! test can take, failures and panics included. Cgroups a killed test left behind are removed
+//! by the next one that creates a cgroup.
+//!
+//! Creating one needs root and a writable cgroup filesystem; where the machine does not allow
+//! it, [`MemoryCgroup::create`] says why, for the test to skip with that reason.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+const PREFIX: &str = "rtvm-jtreg-";
+
+/// The cgroup version of a [`MemoryCgroup`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Version {
+    /// The v1 `memory` controller's hierarchy.
+    V1,
+    /// The v2 unified hierarchy.
+    V2,
+}
+
+/// A child memory cgroup with a limit; removed on drop.
+#[derive(Debug)]
+pub struct MemoryCgroup {
+    dir: PathBuf,
+    version: Version,
+}
+
+/// Where the memory controller can be given a child: (hierarchy root, version).
+fn memory_hierarchy() -> Result<(PathBuf, Version), String> {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")
+        .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
+    let mut v2 = None;
+    for line in mountinfo.lines() {
+        let Some((left, right)) = line.split_once(" - ") else {
+            continue;
+        };
+        let (Some(mount_point), mut right) =
+            (left.split_whitespace().nth(4), right.split_whitespace())
+        else {
+            continue;
+        };
+        let (fs, opts) = (right.next().unwrap_or(""), right.nth(1).unwrap_or(""));
+        if fs == "cgroup" && opts.split(',').any(|o| o == "memory") {
+            return Ok((PathBuf::from(mount_point), Version::V1));
+        }
+        if fs == "cgroup2" {
+            v2 = Some(PathBuf::from(mount_point));
+        }
+    }
+    let root = v2.ok_or("no cgroup v1 memory controller and no cgroup2 mount")?;
+    let delegated = std::fs::read_to_string(root.join("cgroup.subtree_control"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .any(|c| c == "memory");
+    if !delegated {
+        return Err(format!(
+            "the cgroup2 hierarchy at {} does not delegate the memory controller to children",
+            root.display()
+        ));
+    }
+    Ok((root, Version::V2))
+}
+
+/// Removes cgroups of earlier test processes that no longer exist.
+fn remove_stale(root: &Path) {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix(PREFIX)
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir(e.path());
+        }
+    }
+}
+
+impl MemoryCgroup {
+    /// Creates a child cgroup limited to `limit` bytes of memory. `Err` carries why the
+    /// machine does not allow it (not root, read-only cgroup filesystem, no memory controller).
+    pub fn create(limit: u64) -> Result<MemoryCgroup, String> {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let (root, version) = memory_hierarchy()?;
+        remove_stale(&root);
+        let dir = root.join(format!(
+            "{PREFIX}{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir(&dir).map_err(|e| {
+            format!(
+                "cannot create a cgroup in {} (root and a writable cgroup filesystem are needed): {e}",
+                root.display()
+            )
+        })?;
+        let cgroup = MemoryCgroup { dir, version };
+        let file = match version {
+            Version::V1 => "memory.limit_in_bytes",
+            Version::V2 => "memory.max",
+        };
+        std::fs::write(cgroup.dir.join(file), limit.to_string())
+            .map_err(|e| format!("cannot set {} of {}: {e}", file, cgroup.dir.display()))?;
+        Ok(cgroup)
+    }
+
+    /// The cgroup's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The cgroup's version.
+    pub fn version(&self) -> Version {
+        self.version
+    }
+
+    /// A command that moves itself into the cgroup and then runs `program args` (through
+    /// `sh`, so the program starts inside the cgroup from its first instruction).
+    pub fn command(&self, program: &str, args: &[&str]) -> Command {
+        let mut c = Command::new("sh");
+        c.arg("-c")
+            .arg(r#"echo $$ > "$0" && exec "$@""#)
+            .arg(self.dir.join("cgroup.procs"))
+            .arg(program)
+            .args(args);
+        c
+    }
+
+    /// The most memory the cgroup has been charged (v1 `memory.max_usage_in_bytes`, v2
+    /// `memory.peak`), if the kernel reports it.
+    pub fn peak_usage(&self) -> Option<u64> {
+        let file = match self.version {
+            Version::V1 => "memory.max_usage_in_bytes",
+            Version::V2 => "memory.peak",
+        };
+        std::fs::read_to_string(self.dir.join(file))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    }
+}
+
+impl Drop for MemoryCgroup {
+    fn drop(&mut self) {
+        // A process that just exited may still be charged for a moment: retry briefly.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while let Err(e) = std::fs::remove_dir(&self.dir) {
+            if e.kind() == std::io::ErrorKind::NotFound || Instant::now() > deadline {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    eprintln!("cannot remove the test cgroup {}: {e}", self.dir.display());
+                }
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
