@@ -20,6 +20,14 @@ pub fn available_processors() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
+/// Processors the system has configured (HotSpot's `os::processor_count`).
+pub fn configured_processors() -> usize {
+    nix::unistd::sysconf(nix::unistd::SysconfVar::_NPROCESSORS_CONF)
+        .ok()
+        .flatten()
+        .map_or(1, |n| n.max(1) as usize)
+}
+
 /// Processors in this thread's CPU affinity mask, no cgroup quota considered (HotSpot's
 /// `os::Linux::active_processor_count`); the configured count if the mask cannot be read.
 pub fn affinity_processors() -> usize {
@@ -30,10 +38,7 @@ pub fn affinity_processors() -> usize {
             .count()
             .max(1),
         Err(e) => {
-            let configured = nix::unistd::sysconf(nix::unistd::SysconfVar::_NPROCESSORS_CONF)
-                .ok()
-                .flatten()
-                .map_or(1, |n| n.max(1) as usize);
+            let configured = configured_processors();
             log::debug!(target: "os", "sched_getaffinity failed ({}): using the {configured} configured processors", crate::strerror(e));
             configured
         }

@@ -53,6 +53,19 @@ pub(crate) struct HeapConfig {
     pub request: PretouchRequest,
 }
 
+impl HeapConfig {
+    fn page_description(&self) -> String {
+        let size = format_exact_size(self.page_size as u64);
+        if self.explicit_huge_pages {
+            format!("{size} hugetlbfs pages")
+        } else if self.page_size > rtvm_os_linux::base_page_size() {
+            format!("{size} transparent huge pages")
+        } else {
+            format!("{size} pages")
+        }
+    }
+}
+
 /// Why a heap operation failed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -240,6 +253,15 @@ impl Heap {
             reservation.base(),
             format_exact_size(config.page_size as u64),
             format_exact_size(config.max as u64)
+        );
+        log::info!(
+            target: "gc+heap",
+            "Heap reserved [{:#018x} - {:#018x}) {}, {} committed, on {}",
+            reservation.base(),
+            reservation.base() + config.max,
+            format_exact_size(config.max as u64),
+            format_exact_size(if config.explicit_huge_pages { config.max } else { config.initial } as u64),
+            config.page_description()
         );
         log::debug!(
             target: "gc+heap",
@@ -616,6 +638,12 @@ impl Heap {
     /// The page size backing the heap.
     pub fn page_size(&self) -> usize {
         self.config.page_size
+    }
+
+    /// The heap's pages in words: `2M hugetlbfs pages`, `2M transparent huge pages`, `4K
+    /// pages`.
+    pub fn page_description(&self) -> String {
+        self.config.page_description()
     }
 
     /// The heap's address range (reserved).

@@ -88,6 +88,8 @@ pub struct NmtSummary {
     pub heap: Usage,
     /// The heap's reserved range `[start, end)`.
     pub heap_range: (usize, usize),
+    /// The heap's pages in words (`2M hugetlbfs pages`), named in `detail`'s site.
+    pub heap_pages: String,
     /// Live VM threads (attached ones included).
     pub thread_count: usize,
     /// Their stacks.
@@ -102,6 +104,7 @@ impl NmtSummary {
     pub(crate) fn collect(
         heap: HeapStats,
         heap_range: std::ops::Range<usize>,
+        heap_pages: String,
         threads: &[std::sync::Arc<ThreadInfo>],
         detail: bool,
     ) -> NmtSummary {
@@ -130,6 +133,7 @@ impl NmtSummary {
                 committed: heap.committed as u64,
             },
             heap_range: (heap_range.start, heap_range.end),
+            heap_pages,
             thread_count: threads.len(),
             stacks,
             malloc,
@@ -275,7 +279,11 @@ impl NmtSummary {
         }
         let _ = writeln!(s, "Details:");
         let _ = writeln!(s);
-        let _ = writeln!(s, "[rtvm heap reservation: Heap::reserve_and_commit]");
+        let _ = writeln!(
+            s,
+            "[rtvm heap reservation: Heap::reserve_and_commit, {}]",
+            self.heap_pages
+        );
         let _ = writeln!(
             s,
             "{:29}(reserved={}, committed={} Type=Java Heap)",
@@ -307,6 +315,7 @@ mod tests {
                 committed: 406847488,
             },
             heap_range: (0x7f00_0000_0000, 0x7f00_0000_0000 + 6320816128),
+            heap_pages: "4K pages".into(),
             thread_count: 13,
             stacks: Usage {
                 reserved: 13631488,

@@ -95,6 +95,67 @@ pub fn version_text() -> String {
     )
 }
 
+/// `-Xlog:gc+init`: HotSpot's start-up summary (its `GCInitLogger` lines, those rtvm has a
+/// meaning for), plus the heap's page size.
+fn log_gc_init(flags: &Flags, machine: &ergonomics::Machine, heap: &Heap, workers: usize) {
+    if !log::log_enabled!(target: "gc+init", log::Level::Info) {
+        return;
+    }
+    let profile = if cfg!(debug_assertions) {
+        "debug"
+    } else {
+        "release"
+    };
+    let info = |text: String| log::info!(target: "gc+init", "{text}");
+    info(format!(
+        "Version: {} ({profile})",
+        env!("CARGO_PKG_VERSION")
+    ));
+    info(format!(
+        "CPUs: {} total, {} available",
+        rtvm_os_linux::system::configured_processors(),
+        machine.processors()
+    ));
+    info(format!("Memory: {}", proper_unit(machine.memory())));
+    let large_pages = if flags.get(flag::UseTransparentHugePages) {
+        "Enabled (Transparent)"
+    } else if flags.get(flag::UseLargePages) {
+        "Enabled (Explicit)"
+    } else {
+        "Disabled"
+    };
+    info(format!("Large Page Support: {large_pages}"));
+    info("NUMA Support: Disabled".into());
+    info(format!("Heap Page Size: {}", heap.page_description()));
+    let size = |f| rtvm_flags::value::format_exact_size(flags.get(f) as u64);
+    info(format!("Heap Min Capacity: {}", size(flag::MinHeapSize)));
+    info(format!(
+        "Heap Initial Capacity: {}",
+        size(flag::InitialHeapSize)
+    ));
+    info(format!("Heap Max Capacity: {}", size(flag::MaxHeapSize)));
+    let enabled = |b: bool| if b { "Enabled" } else { "Disabled" };
+    info(format!(
+        "Pre-touch: {}",
+        enabled(flags.get(flag::AlwaysPreTouch))
+    ));
+    info(format!("Parallel Workers: {workers}"));
+}
+
+/// A byte count in the largest unit that leaves at least 100 of it, truncated (HotSpot's
+/// `byte_size_in_proper_unit`): `24105M`, `512M`.
+fn proper_unit(bytes: u64) -> String {
+    const K: u64 = 1 << 10;
+    const M: u64 = 1 << 20;
+    const G: u64 = 1 << 30;
+    match bytes {
+        b if b >= 100 * G => format!("{}G", b / G),
+        b if b >= 100 * M => format!("{}M", b / M),
+        b if b >= 100 * K => format!("{}K", b / K),
+        b => format!("{b}B"),
+    }
+}
+
 /// Everything a VM owns. Field order is drop order: the workers stop before the heap goes.
 struct VmInner {
     gang: WorkerGang,
@@ -271,6 +332,7 @@ impl Vm {
         if let Some(w) = heap.large_page_warning() {
             output.write(Stream::Stderr, &format!("rtvm warning: {w}\n"));
         }
+        log_gc_init(&flags, &machine, &heap, ergo.gc_threads);
         let vm = Vm {
             handle: VmHandle {
                 inner: Arc::new(VmInner {
@@ -496,6 +558,7 @@ impl VmInner {
             NmtSummary::collect(
                 heap,
                 self.heap.range(),
+                self.heap.page_description(),
                 &self.registry.list(),
                 mode == "detail",
             )
