@@ -34,6 +34,8 @@ pub mod pages;
 pub mod pretouch;
 mod probe;
 pub mod procfs;
+#[cfg(any(test, feature = "testing"))]
+pub mod setting;
 pub mod signals;
 pub mod stack;
 mod sys;

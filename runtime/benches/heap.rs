@@ -1,6 +1,6 @@
 //! Heap pretouch benchmarks — the numbers rtvm is judged by.
 //!
-//! `cargo bench -p rtvm --bench heap [-- --rounds N] [-- --only throughput|java|background|expansion|access]`
+//! `cargo bench -p rtvm --bench heap [-- --rounds N] [-- --only throughput|java|background|expansion|access|pages] [-- --reserve-huge-pages]`
 //!
 //! 1. **throughput**: `-XX:+AlwaysPreTouch` of a 4 GiB heap, small pages and THP,
 //!    `ParallelGCThreads` 1 and 2, chunk sizes 64K/4M/64M/1G, against the limit: the best raw
@@ -16,6 +16,11 @@
 //!    (target: under 50 ms; before the fix it waited for the whole background pretouch).
 //! 5. **access**: what huge pages buy — a sequential and a random pass over a 4 GiB heap
 //!    allocated through the heap API, with and without `-XX:+UseTransparentHugePages`.
+//! 6. **pages**: pretouch of the same 1 GiB heap on 4 KiB pages, THP, hugetlbfs 2 MiB and
+//!    1 GiB pages (`-XX:+UseLargePages -XX:LargePageSizeInBytes=…`), each against the raw
+//!    `MADV_POPULATE_WRITE` limit of that page kind. hugetlbfs pages are used where they are
+//!    reserved already; `--reserve-huge-pages` reserves the missing ones for the run
+//!    (`nr_hugepages` changed, restored on every exit path, a kill included).
 //!
 //! Every sample is taken on warm memory: an area 1.25× the heap, of the same page kind, is
 //! touched and freed right before it. Variants are interleaved (A B A B ...) in rotating
@@ -77,23 +82,33 @@ fn raw_limit(threads: usize, thp: bool, how: Raw) -> Duration {
     if thp {
         r.advise(0, HEAP, HugePageAdvice::HugePage).unwrap();
     }
+    drive(&r, HEAP, threads, how, &PretouchRequest::default())
+}
+
+/// `threads` plain threads pretouch `[0, len)` of `r` the way `how` says; the time taken.
+fn drive(
+    r: &Reservation,
+    len: usize,
+    threads: usize,
+    how: Raw,
+    request: &PretouchRequest,
+) -> Duration {
     let cursor = std::sync::atomic::AtomicUsize::new(0);
     let start = Instant::now();
     std::thread::scope(|s| {
         for t in 0..threads {
-            let (r, cursor) = (&r, &cursor);
+            let cursor = &cursor;
             s.spawn(move || match how {
                 Raw::OneCallPerThread => {
-                    let share = HEAP / threads;
-                    r.pretouch(t * share, share, &PretouchRequest::default())
-                        .expect("pretouch");
+                    let share = len / threads;
+                    r.pretouch(t * share, share, request).expect("pretouch");
                 }
                 Raw::Chunked(mib) => loop {
                     let at = cursor.fetch_add(mib << 20, Ordering::Relaxed);
-                    if at >= HEAP {
+                    if at >= len {
                         break;
                     }
-                    r.pretouch(at, (mib << 20).min(HEAP - at), &PretouchRequest::default())
+                    r.pretouch(at, (mib << 20).min(len - at), request)
                         .expect("pretouch");
                 },
             });
@@ -447,6 +462,230 @@ fn access(rounds: usize, thp_ok: bool) {
     println!();
 }
 
+/// The page kinds of the `pages` section.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+enum Kind {
+    Small,
+    Thp,
+    Huge2M,
+    Huge1G,
+}
+
+impl Kind {
+    fn page(self) -> usize {
+        match self {
+            Kind::Small => rtvm::testing::os::base_page_size(),
+            Kind::Thp | Kind::Huge2M => 2 << 20,
+            Kind::Huge1G => GIB,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Small => "4 KiB",
+            Kind::Thp => "THP 2 MiB",
+            Kind::Huge2M => "hugetlbfs 2 MiB",
+            Kind::Huge1G => "hugetlbfs 1 GiB",
+        }
+    }
+
+    fn vm_flags(self) -> &'static [&'static str] {
+        match self {
+            Kind::Small => &[],
+            Kind::Thp => &["-XX:+UseTransparentHugePages"],
+            Kind::Huge2M => &["-XX:+UseLargePages", "-XX:LargePageSizeInBytes=2m"],
+            Kind::Huge1G => &["-XX:+UseLargePages", "-XX:LargePageSizeInBytes=1g"],
+        }
+    }
+}
+
+/// The heap of the `pages` section: one 1 GiB page, or 512 of 2 MiB.
+const PAGES_HEAP: usize = GIB;
+
+fn hugetlb_count(page: usize, file: &str) -> usize {
+    std::fs::read_to_string(format!(
+        "/sys/kernel/mm/hugepages/hugepages-{}kB/{file}",
+        page >> 10
+    ))
+    .ok()
+    .and_then(|v| v.trim().parse().ok())
+    .unwrap_or(0)
+}
+
+/// hugetlbfs pages of `page` free for a new mapping.
+fn hugetlb_available(page: usize) -> usize {
+    hugetlb_count(page, "free_hugepages").saturating_sub(hugetlb_count(page, "resv_hugepages"))
+}
+
+/// Warm memory of a kind: for hugetlbfs, every free page of the pool touched once (the pool
+/// keeps them; the host keeps backing them), for the others an area 1.25× the heap.
+fn warm_kind(kind: Kind) {
+    match kind {
+        Kind::Small => warm(PAGES_HEAP, false),
+        Kind::Thp => warm(PAGES_HEAP, true),
+        Kind::Huge2M | Kind::Huge1G => {
+            let n = hugetlb_available(kind.page());
+            let r = Reservation::reserve_huge_pages(n * kind.page(), kind.page())
+                .expect("warm-up of the huge page pool");
+            r.pretouch(
+                0,
+                n * kind.page(),
+                &PretouchRequest {
+                    page_size: kind.page(),
+                    use_populate_write: true,
+                },
+            )
+            .expect("warm");
+        }
+    }
+}
+
+/// The raw primitive on a kind: two threads `MADV_POPULATE_WRITE` the range as `how` says.
+fn raw_kind(kind: Kind, how: Raw) -> Duration {
+    warm_kind(kind);
+    let r = match kind {
+        Kind::Small | Kind::Thp => {
+            let r = Reservation::reserve(PAGES_HEAP, 2 << 20).unwrap();
+            r.commit(0, PAGES_HEAP).unwrap();
+            if kind == Kind::Thp {
+                r.advise(0, PAGES_HEAP, HugePageAdvice::HugePage).unwrap();
+            }
+            r
+        }
+        Kind::Huge2M | Kind::Huge1G => {
+            Reservation::reserve_huge_pages(PAGES_HEAP, kind.page()).expect("hugetlbfs mapping")
+        }
+    };
+    let request = PretouchRequest {
+        page_size: kind.page().min(2 << 20),
+        use_populate_write: true,
+    };
+    drive(&r, PAGES_HEAP, 2, how, &request)
+}
+
+/// The VM's pretouch of a 1 GiB heap of a kind, two workers.
+fn vm_kind(kind: Kind) -> Duration {
+    warm_kind(kind);
+    let mut opts: Vec<String> = [
+        "-Xms1g",
+        "-Xmx1g",
+        "-XX:+AlwaysPreTouch",
+        "-XX:ParallelGCThreads=2",
+    ]
+    .map(String::from)
+    .to_vec();
+    opts.extend(kind.vm_flags().iter().map(|f| f.to_string()));
+    let vm = Vm::create(InitArgs::new(opts)).expect("VM");
+    assert_eq!(
+        vm.heap().page_size(),
+        kind.page(),
+        "{}: the heap fell back to {}",
+        kind.name(),
+        vm.heap().page_description()
+    );
+    let report = vm.heap().initial_pretouch().expect("pretouch report");
+    assert_eq!(report.bytes, PAGES_HEAP);
+    let elapsed = report.elapsed;
+    vm.shutdown().unwrap();
+    elapsed
+}
+
+/// The `pages` section: the same 1 GiB heap pretouched on each page kind, against that
+/// kind's raw limit. hugetlbfs pages are used where they are reserved already; `--reserve-huge-pages`
+/// reserves them for the run (changing `nr_hugepages`, restored on every exit path).
+fn page_kinds(rounds: usize, thp_ok: bool) {
+    use rtvm::testing::os::setting::TemporarySetting;
+    let mut guards = Vec::new();
+    let mut kinds = vec![Kind::Small];
+    if thp_ok {
+        kinds.push(Kind::Thp);
+    }
+    let reserve = std::env::args().any(|a| a == "--reserve-huge-pages");
+    let mut notes = Vec::new();
+    for kind in [Kind::Huge2M, Kind::Huge1G] {
+        let (page, needed) = (kind.page(), PAGES_HEAP / kind.page());
+        let sysfs = format!(
+            "/sys/kernel/mm/hugepages/hugepages-{}kB/nr_hugepages",
+            page >> 10
+        );
+        if !std::path::Path::new(&sysfs).exists() {
+            notes.push(format!("{}: the kernel has no such pages", kind.name()));
+            continue;
+        }
+        let missing = needed.saturating_sub(hugetlb_available(page));
+        if missing > 0 && reserve {
+            let total = hugetlb_count(page, "nr_hugepages");
+            match TemporarySetting::set(
+                std::path::Path::new(&sysfs),
+                &(total + missing).to_string(),
+            ) {
+                Ok(g) => guards.push(g),
+                Err(e) => notes.push(format!("{}: {e}", kind.name())),
+            }
+        }
+        let available = hugetlb_available(page);
+        if available >= needed {
+            kinds.push(kind);
+        } else if reserve {
+            notes.push(format!(
+                "{}: the kernel reserved only {available} of {needed} pages (memory fragmented)",
+                kind.name()
+            ));
+        } else {
+            notes.push(format!("{}: {available} of {needed} pages free; not measured (rerun with `-- --reserve-huge-pages` to reserve them for the run: nr_hugepages changed, restored on exit)", kind.name()));
+        }
+    }
+    // The limit is the fastest way of driving the primitive found in the run, as in the
+    // throughput section; `None` is the VM.
+    let raws = [Raw::OneCallPerThread, Raw::Chunked(4), Raw::Chunked(64)];
+    let mut samples: BTreeMap<(Kind, Option<Raw>), Vec<Duration>> = BTreeMap::new();
+    let variants: Vec<(Kind, Option<Raw>)> = kinds
+        .iter()
+        .flat_map(|&k| std::iter::once((k, None)).chain(raws.map(|h| (k, Some(h)))))
+        .collect();
+    for round in 0..rounds {
+        for i in 0..variants.len() {
+            let (kind, how) = variants[(i + round * 3) % variants.len()];
+            let d = match how {
+                Some(how) => raw_kind(kind, how),
+                None => vm_kind(kind),
+            };
+            samples.entry((kind, how)).or_default().push(d);
+        }
+    }
+    drop(guards);
+    println!("## Pretouch by page kind, 1 GiB heap, 2 threads ({rounds} rounds, warm memory)");
+    println!();
+    println!("| pages | raw MADV_POPULATE_WRITE, best way (the limit) | GB/s | rtvm -XX:+AlwaysPreTouch (min … max) | GB/s | of limit |");
+    println!("| --- | ---: | ---: | ---: | ---: | ---: |");
+    for &kind in &kinds {
+        let (how, limit) = raws
+            .iter()
+            .map(|&h| (h, median(samples[&(kind, Some(h))].clone())))
+            .min_by_key(|x| x.1)
+            .expect("limits measured");
+        let all = samples[&(kind, None)].clone();
+        let (lo, hi) = (*all.iter().min().unwrap(), *all.iter().max().unwrap());
+        let vm = median(all);
+        println!(
+            "| {} | {:.1} ms ({how:?}) | {:.2} | {:.1} ms ({:.1} … {:.1}) | {:.2} | {:.3} |",
+            kind.name(),
+            limit.as_secs_f64() * 1e3,
+            gbps(PAGES_HEAP, limit),
+            vm.as_secs_f64() * 1e3,
+            lo.as_secs_f64() * 1e3,
+            hi.as_secs_f64() * 1e3,
+            gbps(PAGES_HEAP, vm),
+            limit.as_secs_f64() / vm.as_secs_f64()
+        );
+    }
+    for n in notes {
+        println!();
+        println!("{n}");
+    }
+    println!();
+}
+
 fn main() {
     if common::listing() {
         return;
@@ -481,5 +720,8 @@ fn main() {
     }
     if run("access") {
         access(rounds, thp_ok);
+    }
+    if run("pages") {
+        page_kinds(rounds.max(5), thp_ok);
     }
 }

@@ -38,8 +38,8 @@
  */
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
 
+use rtvm::testing::os::setting::TemporarySetting;
 use rtvm_jtreg::testlib::*;
 
 const HEAP_MB: u64 = 64;
@@ -120,36 +120,11 @@ fn default_page_kb() -> u64 {
     meminfo("Hugepagesize")
 }
 
-/// A system setting changed by the manual test, restored on drop — and, if the test process
-/// dies without dropping it, by a watchdog in its own process group.
-struct Restore {
-    path: PathBuf,
-    old: String,
-    watchdog: Child,
-}
-
-impl Restore {
-    fn set(path: &Path, value: u64) -> Result<Restore, TestFailure> {
-        let old = std::fs::read_to_string(path).map_err(|e| TestFailure(format!("cannot read {}: {e}", path.display())))?.trim().to_owned();
-        use std::os::unix::process::CommandExt;
-        let script = format!("while kill -0 {} 2>/dev/null; do sleep 0.5; done; echo {old} > {}", std::process::id(), path.display());
-        let watchdog = Command::new("sh").arg("-c").arg(script).process_group(0).spawn().map_err(|e| TestFailure(format!("cannot start the watchdog: {e}")))?;
-        let restore = Restore { path: path.to_owned(), old, watchdog };
-        std::fs::write(path, value.to_string()).map_err(|e| TestFailure(format!("cannot write {value} to {}: {e}", path.display())))?;
-        println!("{}: {} -> {value} (restored on exit)", path.display(), restore.old);
-        Ok(restore)
-    }
-}
-
-impl Drop for Restore {
-    fn drop(&mut self) {
-        let _ = self.watchdog.kill();
-        let _ = self.watchdog.wait();
-        match std::fs::write(&self.path, &self.old) {
-            Ok(()) => println!("{}: restored to {}", self.path.display(), self.old),
-            Err(e) => eprintln!("cannot restore {} to {}: {e}", self.path.display(), self.old),
-        }
-    }
+/// Changes a system setting until the guard is dropped (or the test process is gone).
+fn set(path: &Path, value: u64) -> Result<TemporarySetting, TestFailure> {
+    let guard = TemporarySetting::set(path, &value.to_string()).map_err(TestFailure)?;
+    println!("{}: {} -> {value} (restored on exit)", path.display(), guard.old());
+    Ok(guard)
 }
 
 fn sysfs_pages(page_kb: u64) -> PathBuf {
@@ -189,7 +164,7 @@ pub fn main(vm: &Vm, args: &[String]) -> TestResult {
             }
             let needed = HEAP_MB * 1024 / page_kb;
             let total = meminfo("HugePages_Total");
-            let restore = Restore::set(Path::new("/proc/sys/vm/nr_hugepages"), total + needed)?;
+            let restore = set(Path::new("/proc/sys/vm/nr_hugepages"), total + needed)?;
             let got = meminfo("HugePages_Total");
             check(got >= total + needed, || format!("the kernel reserved only {got} of {} pages (memory too fragmented?)", total + needed))?;
             check_on_huge_pages(&[], page_kb)?;
@@ -198,7 +173,7 @@ pub fn main(vm: &Vm, args: &[String]) -> TestResult {
             let gib = sysfs_pages(1 << 20);
             if gib.exists() {
                 let before: u64 = std::fs::read_to_string(&gib)?.trim().parse().unwrap_or(0);
-                let _restore = Restore::set(&gib, before + 1)?;
+                let _restore = set(&gib, before + 1)?;
                 let now: u64 = std::fs::read_to_string(&gib)?.trim().parse().unwrap_or(0);
                 if now > before {
                     let out = ProcessTools::execute_limited_test_vm(&["-XX:+UseLargePages", "-XX:LargePageSizeInBytes=1g", "-Xms1g", "-Xmx1g", "-Xlog:pagesize", "TestLargePageHeap", "report"])?;
