@@ -606,6 +606,68 @@ mod tests {
     }
 
     #[test]
+    fn hybrid_reads_the_v1_controllers_and_pure_legacy_too() {
+        // Hybrid: v1 memory and cpu next to a cgroup2 mount with no controllers; its files
+        // (here a smaller memory.max) are not the limit, as in HotSpot.
+        let files = [
+            ("proc/cgroups", CGROUPS_V1),
+            ("proc/self/mountinfo", MOUNTS_V1),
+            ("proc/self/cgroup", "4:memory:/h\n1:cpu:/h\n0::/h\n"),
+            (
+                "sys/fs/cgroup/memory/h/memory.limit_in_bytes",
+                "1073741824\n",
+            ),
+            ("sys/fs/cgroup/unified/h/memory.max", "1048576\n"),
+        ];
+        let (root, roots) = tree(&files);
+        let c = detect(&roots, 24 * GIB, 2);
+        assert_eq!(
+            (c.version, c.memory_limit),
+            (Some(CgroupVersion::V1), Some(GIB))
+        );
+        // Pure legacy: no cgroup2 mount at all.
+        let legacy = MOUNTS_V1
+            .lines()
+            .filter(|l| !l.contains("cgroup2"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        std::fs::write(roots.proc.join("self/mountinfo"), legacy).unwrap();
+        let c = detect(&roots, 24 * GIB, 2);
+        assert_eq!(
+            (c.version, c.memory_limit),
+            (Some(CgroupVersion::V1), Some(GIB))
+        );
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn unreadable_files_are_noted_and_skipped() {
+        let (root, roots) = tree(&[
+            ("proc/cgroups", CGROUPS_V2),
+            ("proc/self/mountinfo", MOUNTS_V2),
+            ("proc/self/cgroup", "0::/u\n"),
+            ("sys/fs/cgroup/u/cpu.max/placeholder", ""),
+            ("sys/fs/cgroup/u/memory.max/placeholder", ""),
+        ]);
+        // cpu.max and memory.max are directories: reading them fails with EISDIR.
+        let c = detect(&roots, 24 * GIB, 2);
+        assert_eq!((c.memory_limit, c.cpu_quota, c.processors), (None, None, 2));
+        let t = texts(&c);
+        assert!(
+            t.iter()
+                .any(|l| l.starts_with("Open of file ")
+                    && l.ends_with("cpu.max failed, Is a directory")),
+            "{t:#?}"
+        );
+        assert!(
+            t.iter().any(|l| l.starts_with("Open of file ")
+                && l.ends_with("memory.max failed, Is a directory")),
+            "{t:#?}"
+        );
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
     fn v2_nested_limits_take_the_smallest() {
         let (root, roots) = tree(&[
             ("proc/cgroups", CGROUPS_V2),
