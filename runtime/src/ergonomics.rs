@@ -130,10 +130,14 @@ impl Machine {
     }
 }
 
+/// Decides what the user left open. `heap_sized` sees the flags at the point where HotSpot
+/// prints `-XX:+PrintCommandLineFlags`: heap sizes set from memory, before the heap checks and
+/// the collector's alignment (so a failing check still follows the printed flags, as in java).
 pub(crate) fn ergonomics(
     s: &mut Settings,
     pages: &PageInfo,
     machine: &Machine,
+    heap_sized: &mut dyn FnMut(&Settings),
 ) -> Result<Ergo, CreateError> {
     let ergo_err = |m: String| init_error(format!("{m}\n"));
     let page = base_page_size();
@@ -287,6 +291,7 @@ pub(crate) fn ergonomics(
             log::trace!(target: "gc+heap", "  Minimum heap size {min}");
         }
     }
+    heap_sized(s);
     if is_cmdline(s.origin(flag::MaxHeapSize)) {
         if is_cmdline(s.origin(flag::InitialHeapSize))
             && s.get(flag::InitialHeapSize) > s.get(flag::MaxHeapSize)

@@ -286,7 +286,21 @@ impl Vm {
             log::warn!(target: "pagesize", "{p}; treated as unknown");
         }
         let mut settings = parsed.settings;
-        let ergo = ergonomics::ergonomics(&mut settings, &pages, &machine)?;
+        let mut print_command_line_flags = |s: &rtvm_flags::Settings| {
+            if s.get(flag::PrintCommandLineFlags) {
+                let mut w = OutputWriter {
+                    output: &output,
+                    stream: Stream::Stdout,
+                };
+                let _ = rtvm_flags::print_command_line_flags(&mut w, s);
+            }
+        };
+        let ergo = ergonomics::ergonomics(
+            &mut settings,
+            &pages,
+            &machine,
+            &mut print_command_line_flags,
+        )?;
         settings
             .check_constraints(Phase::AfterErgo)
             .map_err(|m| CreateError::args(ErrorCode::Inval, m))?;
@@ -308,13 +322,6 @@ impl Vm {
             log,
             _singleton: singleton,
         };
-        if flags.get(flag::PrintCommandLineFlags) {
-            let mut w = OutputWriter {
-                output: &output,
-                stream: Stream::Stdout,
-            };
-            let _ = rtvm_flags::print_command_line_flags(&mut w, &flags);
-        }
         if flags.get(flag::PrintNMTStatistics) && flags.get(flag::NativeMemoryTracking) == "off" {
             output.write(
                 Stream::Stderr,

@@ -2,7 +2,8 @@
  * @test
  * @bug 7022456
  * @summary -XX:+PrintFlagsFinal, -XX:+PrintFlagsInitial, -XX:+PrintFlagsRanges and
- *          -XX:+PrintCommandLineFlags print in HotSpot's layout, sorted, locked flags hidden
+ *          -XX:+PrintCommandLineFlags print in HotSpot's layout, sorted, locked flags hidden;
+ *          PrintCommandLineFlags' heap sizes are java's (before alignment, before the checks)
  * @requires vm.flagless
  * @run driver TestPrintFlagsFinal
  */
@@ -72,5 +73,20 @@ pub fn main(_vm: &Vm, _args: &[String]) -> TestResult {
 
     ProcessTools::execute_limited_test_vm(&["-XX:+AlwaysPreTouch", "-Xmx64m", "-XX:+PrintCommandLineFlags", "-version"])?
         .should_match("^-XX:\\+AlwaysPreTouch -XX:InitialHeapSize=[0-9]+ -XX:MaxHeapSize=67108864 -XX:MinHeapSize=[0-9]+ -XX:\\+PrintCommandLineFlags $")?;
+
+    // PrintCommandLineFlags shows the heap sizes as java does: set from memory, before the
+    // collector aligns them, and before a failing check (which follows the printed line).
+    let heap_flags = |out: &OutputAnalyzer| -> Vec<String> {
+        out.stdout.split_whitespace().filter(|t| ["-XX:InitialHeapSize=", "-XX:MaxHeapSize=", "-XX:MinHeapSize="].iter().any(|p| t.starts_with(p))).map(str::to_owned).collect()
+    };
+    for case in [&[][..], &["-Xmx3m", "-Xms1m"], &["-Xmx1m"], &["-XX:MaxRAMPercentage=10"], &["-Xss1k"], &["-XX:InitialHeapSize=100m"]] {
+        let mut args = case.to_vec();
+        args.extend(["-XX:+PrintCommandLineFlags", "-version"]);
+        let ours = ProcessTools::execute_limited_test_vm(&args)?;
+        check(heap_flags(&ours).len() == 3, || format!("{case:?}: no heap sizes in {}", ours.stdout))?;
+        if let Some(java) = JavaTools::execute(&args)? {
+            check(heap_flags(&ours) == heap_flags(&java) && ours.exit == java.exit, || format!("{case:?}: rtvm {:?} (exit {}), java {:?} (exit {})", heap_flags(&ours), ours.exit, heap_flags(&java), java.exit))?;
+        }
+    }
     Ok(())
 }
