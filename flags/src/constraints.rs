@@ -19,3 +19,11 @@ pub(crate) fn background_pretouch(settings: &Settings) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// A hold on a pretouch that does not run in the background would hold nothing.
+pub(crate) fn hold_background_pretouch(settings: &Settings) -> Result<(), String> {
+    if settings.get(flag::HoldBackgroundPreTouch) && !settings.get(flag::BackgroundPreTouch) {
+        return Err("-XX:+HoldBackgroundPreTouch requires -XX:+BackgroundPreTouch\n".into());
+    }
+    Ok(())
+}

@@ -64,6 +64,9 @@ define_flags! {
     experimental(bool, BackgroundPreTouch, false,
         "With AlwaysPreTouch, return from VM creation once the heap is committed and pre-touch it in the background while the application runs")
         constraint(constraints::background_pretouch, AfterErgo);
+    experimental(bool, HoldBackgroundPreTouch, false,
+        "With AlwaysPreTouch and BackgroundPreTouch, hold the background pretouch before its first chunk until the embedder releases it (VmHandle::release_pretouch, rtvm_release_pretouch) or the VM shuts down: the VM is up at once, the heap is pretouched when the application chooses")
+        constraint(constraints::hold_background_pretouch, AfterErgo);
     product(bool, CreateCoredumpOnCrash, true,
         "Create core/mini dump on VM fatal error");
     diagnostic(bool, DelayThreadStartALot, false,

@@ -201,6 +201,11 @@ int rtvm_heap_get_stats(rtvm_vm *vm, rtvm_heap_stats *out);
  * heap: a system call that walks every page — not for a hot path). Any thread. */
 int rtvm_heap_resident(rtvm_vm *vm, size_t *out);
 
+/* Releases the background pretouch that -XX:+HoldBackgroundPreTouch held at start-up, so
+ * the heap is pretouched from now on. Returns RTVM_OK, or RTVM_EINVAL if it was not held
+ * (the flag not given, or released already). A shutdown releases it too. Any thread. */
+int rtvm_release_pretouch(rtvm_vm *vm);
+
 /* Starts a VM thread named `name` running fn(arg), with the stack size of -Xss, and stores
  * its handle in *thread_out. Errors: RTVM_EAGAIN (a thread, process or mapping limit),
  * RTVM_ENOMEM (no memory for the stack), RTVM_EINVAL (NULL arguments), RTVM_ESHUTDOWN (the

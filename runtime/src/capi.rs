@@ -538,6 +538,28 @@ pub unsafe extern "C" fn rtvm_heap_resident(vm: *mut Vm, out: *mut usize) -> c_i
     })
 }
 
+/// See `rtvm_release_pretouch` in rtvm.h.
+///
+/// # Safety
+/// `vm` must be a live VM from `rtvm_create`.
+#[no_mangle]
+pub unsafe extern "C" fn rtvm_release_pretouch(vm: *mut Vm) -> c_int {
+    guard(|| {
+        // SAFETY: forwarded to the caller.
+        let Some(vm) = (unsafe { vm_ref(vm) }) else {
+            return fail(EINVAL, "rtvm_release_pretouch: vm is NULL");
+        };
+        if vm.release_pretouch() {
+            OK
+        } else {
+            fail(
+                EINVAL,
+                "rtvm_release_pretouch: the background pretouch is not held (-XX:+HoldBackgroundPreTouch)",
+            )
+        }
+    })
+}
+
 /// See `rtvm_thread_start` in rtvm.h.
 ///
 /// # Safety

@@ -478,6 +478,7 @@ pub(crate) fn ergonomics(
         default_huge_page: pages.hugetlb.default_size == Some(heap_page),
         pretouch: s.get(flag::AlwaysPreTouch),
         background: s.get(flag::BackgroundPreTouch),
+        hold_background: s.get(flag::HoldBackgroundPreTouch),
         chunk_size: s.get(flag::PreTouchParallelChunkSize),
         request: PretouchRequest {
             page_size: page,

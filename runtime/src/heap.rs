@@ -12,7 +12,7 @@
 //! allocations all end together ([`Heap::with_nursery`]).
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use rtvm_flags::value::{format_exact_size, format_page_size};
@@ -46,6 +46,8 @@ pub(crate) struct HeapConfig {
     pub pretouch: bool,
     /// `BackgroundPreTouch`.
     pub background: bool,
+    /// `HoldBackgroundPreTouch`: the background pretouch starts held.
+    pub hold_background: bool,
     /// `PreTouchParallelChunkSize`.
     pub chunk_size: usize,
     /// How to pretouch (`UseMadvPopulateWrite`; the stride is the base page size, because a
@@ -176,6 +178,64 @@ pub struct Heap {
     /// HotSpot's warning when the heap could not go on explicit huge pages of a size other
     /// than the default one (the VM prints it).
     large_page_warning: Option<String>,
+    /// Holds on the background pretouch ([`Heap::hold_pretouch`]).
+    holds: Mutex<Holds>,
+    hold_released: Condvar,
+}
+
+/// Who holds the background pretouch.
+#[derive(Debug, Default)]
+struct Holds {
+    /// Outstanding [`PretouchHold`]s, plus the VM's own start-up hold.
+    count: usize,
+    /// The start-up hold (`HoldBackgroundPreTouch`) is still taken.
+    initial: bool,
+    /// The VM shuts down: holds no longer stop anyone.
+    closing: bool,
+    /// Background pretouch workers inside a chunk right now.
+    active: usize,
+}
+
+/// A background pretouch worker inside a chunk (see [`PretouchHold::wait_stopped`]).
+struct ActiveChunk<'h>(&'h Heap);
+
+impl Drop for ActiveChunk<'_> {
+    fn drop(&mut self) {
+        let mut h = self.0.lock_holds();
+        h.active -= 1;
+        if h.active == 0 {
+            self.0.hold_released.notify_all();
+        }
+    }
+}
+
+/// A hold on the heap's background pretouch: while it lives, the pretouch workers stop before
+/// their next chunk (the chunks in flight finish). Dropping it lets them go on. A shutdown
+/// overrides every hold, so a forgotten one cannot hang the VM.
+#[derive(Debug)]
+pub struct PretouchHold {
+    heap: Arc<Heap>,
+}
+
+impl PretouchHold {
+    /// Waits until no background pretouch worker is inside a chunk: from then on, while the
+    /// hold lives, the pretouch makes no progress and uses no CPU.
+    pub fn wait_stopped(&self) {
+        let mut h = self.heap.lock_holds();
+        while h.active > 0 && !h.closing {
+            h = self
+                .heap
+                .hold_released
+                .wait(h)
+                .unwrap_or_else(|p| p.into_inner());
+        }
+    }
+}
+
+impl Drop for PretouchHold {
+    fn drop(&mut self) {
+        self.heap.release_one(false);
+    }
 }
 
 /// An atomic on a cache line of its own (128 bytes: adjacent-line prefetchers pair lines).
@@ -279,6 +339,8 @@ impl Heap {
             background: Mutex::new(None),
             initial_report: Mutex::new(None),
             large_page_warning,
+            holds: Mutex::new(Holds::default()),
+            hold_released: Condvar::new(),
             config,
         })
     }
@@ -299,6 +361,12 @@ impl Heap {
             return Ok(None);
         }
         if self.config.background && gang.size() > 0 {
+            if self.config.hold_background {
+                let mut h = self.lock_holds();
+                h.count += 1;
+                h.initial = true;
+                log::info!(target: "gc+heap", "Background pretouch held until the embedder releases it (HoldBackgroundPreTouch)");
+            }
             let task = Arc::new(PretouchTask::new(
                 Arc::clone(self),
                 0,
@@ -352,6 +420,62 @@ impl Heap {
             .initial_report
             .lock()
             .unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Holds the background pretouch: its workers stop before their next chunk until the
+    /// returned hold is dropped (an embedder's latency-critical phase; a test's handshake).
+    /// Only the background pretouch is held — a synchronous pretouch (start-up without
+    /// `BackgroundPreTouch`, an expansion) never waits, so a thread holding the pretouch
+    /// cannot block itself.
+    pub fn hold_pretouch(self: &Arc<Self>) -> PretouchHold {
+        self.lock_holds().count += 1;
+        PretouchHold {
+            heap: Arc::clone(self),
+        }
+    }
+
+    /// Releases the start-up hold of `-XX:+HoldBackgroundPreTouch`; `false` if there was none
+    /// (not asked for, or released already).
+    pub fn release_pretouch(&self) -> bool {
+        self.release_one(true)
+    }
+
+    fn lock_holds(&self) -> std::sync::MutexGuard<'_, Holds> {
+        self.holds.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn release_one(&self, initial: bool) -> bool {
+        let mut h = self.lock_holds();
+        if initial {
+            if !h.initial {
+                return false;
+            }
+            h.initial = false;
+            log::info!(target: "gc+heap", "Background pretouch released");
+        }
+        h.count = h.count.saturating_sub(1);
+        self.hold_released.notify_all();
+        true
+    }
+
+    /// Ends every hold for good: the VM shuts down and waits for the pretouch.
+    pub(crate) fn end_holds(&self) {
+        self.lock_holds().closing = true;
+        self.hold_released.notify_all();
+    }
+
+    /// A background pretouch worker waits here before each chunk while the pretouch is held;
+    /// it counts as active until the returned guard is dropped.
+    fn enter_chunk(&self) -> ActiveChunk<'_> {
+        let mut h = self.lock_holds();
+        while h.count > 0 && !h.closing {
+            h = self
+                .hold_released
+                .wait(h)
+                .unwrap_or_else(|p| p.into_inner());
+        }
+        h.active += 1;
+        ActiveChunk(self)
     }
 
     /// Whether a background pretouch is still running.
@@ -976,6 +1100,8 @@ impl PretouchTask {
 impl GangTask for PretouchTask {
     fn work(&self, _worker_id: usize) {
         loop {
+            // Held here before each chunk; counted active until the iteration ends.
+            let _active = self.background.then(|| self.heap.enter_chunk());
             let start = self.cursor.fetch_add(self.chunk, Ordering::Relaxed);
             if start >= self.len {
                 break;

@@ -43,7 +43,9 @@ mod xlog;
 
 pub use args::{lossy, InitArgs, ENV_OPTIONS};
 pub use error::{CreateError, ErrorCode, ErrorKind, ShutdownError};
-pub use heap::{Heap, HeapBlock, HeapError, HeapStats, Nursery, PretouchReport, Tlab};
+pub use heap::{
+    Heap, HeapBlock, HeapError, HeapStats, Nursery, PretouchHold, PretouchReport, Tlab,
+};
 pub use nmt::{NmtScale, NmtSummary, StackDetail, Usage};
 pub use output::{Output, Stream};
 pub use threads::{

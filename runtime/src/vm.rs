@@ -443,6 +443,13 @@ impl VmHandle {
         &self.inner.heap
     }
 
+    /// Releases the background pretouch held at start-up by `-XX:+HoldBackgroundPreTouch`;
+    /// `false` if it was not held (or was released already). See also
+    /// [`Heap::hold_pretouch`].
+    pub fn release_pretouch(&self) -> bool {
+        self.inner.heap.release_pretouch()
+    }
+
     /// Allocates from the heap; `None` when the committed part is exhausted.
     pub fn allocate(&self, bytes: usize) -> Option<HeapBlock<'_>> {
         self.inner.heap.allocate(bytes)
@@ -581,6 +588,7 @@ impl VmInner {
             return Ok(());
         }
         let mut errors = Vec::new();
+        self.heap.end_holds();
         if let Err(e) = self.heap.wait_for_pretouch() {
             errors.push(e.to_string());
         }

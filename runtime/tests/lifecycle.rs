@@ -244,3 +244,33 @@ fn destroy_from_an_attached_thread_while_another_stays_attached() {
         .unwrap();
     println!("CHILD OK");
 }
+
+/// A hold on the background pretouch cannot hang the shutdown: the VM's own start-up hold
+/// and an embedder's forgotten one are both overridden, the pretouch completes, and the
+/// shutdown returns with the heap fully pretouched.
+#[test]
+fn a_held_pretouch_never_hangs_the_shutdown() {
+    if child_role().is_none() {
+        return child_ok("a_held_pretouch_never_hangs_the_shutdown");
+    }
+    let vm = Vm::create(InitArgs::new([
+        "-Xms64m",
+        "-Xmx64m",
+        "-XX:+AlwaysPreTouch",
+        "-XX:+UnlockExperimentalVMOptions",
+        "-XX:+BackgroundPreTouch",
+        "-XX:+HoldBackgroundPreTouch",
+        "-XX:ParallelGCThreads=2",
+    ]))
+    .unwrap();
+    let forgotten = vm.heap().hold_pretouch();
+    assert_eq!(vm.heap().pretouch_progress(), Some((0, 64 << 20)));
+    let heap = std::sync::Arc::clone(vm.heap());
+    let started = Instant::now();
+    vm.shutdown().unwrap();
+    assert!(started.elapsed() < Duration::from_secs(60));
+    // The shutdown let the held pretouch finish (this Arc keeps the heap mapped to look).
+    assert_eq!(heap.resident_bytes(), 64 << 20, "the pretouch completed");
+    drop(forgotten);
+    println!("CHILD OK");
+}
