@@ -16,7 +16,6 @@
 
 use std::collections::BTreeMap;
 
-use rtvm::testing::os::pages::PageInfo;
 use rtvm::testing::os::system;
 
 /// Property values for one run.
@@ -29,7 +28,6 @@ pub struct Props {
 impl Props {
     /// Computes the properties for a run with the given `-vmoptions`.
     pub fn compute(vm_options: &[String]) -> Props {
-        let pages = PageInfo::detect();
         let mut map = BTreeMap::new();
         let mut put = |k: &str, v: String| {
             map.insert(k.to_owned(), v);
@@ -44,15 +42,24 @@ impl Props {
             .to_owned(),
         );
         put("os.processors", system::available_processors().to_string());
+        // The machine as the kernel's own files describe it, not as rtvm detects it: tests
+        // compare rtvm's detection against these.
+        use rtvm_testkit::kernel;
         put(
             "os.maxMemory",
-            system::physical_memory().unwrap_or(0).to_string(),
+            (kernel::meminfo("MemTotal").unwrap_or(0) * 1024).to_string(),
         );
-        put("thp.mode", pages.thp.mode.to_string());
-        put("thp.pagesize", pages.thp.pmd_size.unwrap_or(0).to_string());
+        put(
+            "thp.mode",
+            kernel::thp_mode().unwrap_or_else(|| "unknown".into()),
+        );
+        put(
+            "thp.pagesize",
+            kernel::thp_pmd_size().unwrap_or(0).to_string(),
+        );
         put(
             "thp.mthp.always",
-            (!pages.thp.mthp_always().is_empty()).to_string(),
+            (!kernel::mthp_always_sizes().is_empty()).to_string(),
         );
         let flagless = match std::env::var("TEST_VM_FLAGLESS") {
             Ok(v) => v == "true",

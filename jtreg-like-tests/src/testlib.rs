@@ -41,6 +41,22 @@ pub fn skip(reason: impl Into<String>) -> TestResult {
     }))
 }
 
+/// A tool the test needs (`cc`, `java`, `valgrind`): `Ok` when `present`; otherwise the test
+/// is skipped naming it — or fails, when `RTVM_CI` says this is a CI machine, which has the
+/// tool (a check silently lost there is a defect).
+pub fn require_tool(tool: &str, present: bool) -> TestResult {
+    if present {
+        return Ok(());
+    }
+    if std::env::var_os(rtvm_testkit::CI_ENV).is_some() {
+        return Err(Box::new(TestFailure(format!(
+            "{tool} is not installed, and {} is set: CI machines have it",
+            rtvm_testkit::CI_ENV
+        ))));
+    }
+    skip(format!("{tool} is not installed"))
+}
+
 /// A test failure (jtreg's `RuntimeException`), with its message.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TestFailure(pub String);
@@ -97,6 +113,17 @@ impl ProcessTools {
         let mut c = Command::new(test_vm());
         c.args(args);
         c
+    }
+
+    /// Runs a child test VM with only `args`, under soft resource limits it sets on itself
+    /// before anything else (`limits`: `as=2g,data=256m,nproc=…,nofile=…`).
+    pub fn execute_with_rlimits(
+        limits: &str,
+        args: &[&str],
+    ) -> Result<OutputAnalyzer, TestFailure> {
+        let mut c = Self::create_limited_test_vm(args);
+        c.env(crate::RLIMITS_ENV, limits);
+        Self::execute(c)
     }
 
     /// Runs a command to completion and captures both streams.
@@ -209,16 +236,23 @@ impl ProcessTools {
 pub struct JavaTools;
 
 impl JavaTools {
-    /// Whether `java -version` runs here.
+    /// Whether `java -version` runs here. With `RTVM_CI` set a missing java fails the test
+    /// (a panic): CI machines have it, and a comparison silently lost there is a defect.
     pub fn available() -> bool {
         static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        *AVAILABLE.get_or_init(|| {
+        let available = *AVAILABLE.get_or_init(|| {
             Command::new("java")
                 .arg("-version")
                 .env_remove("JAVA_TOOL_OPTIONS")
                 .output()
                 .is_ok_and(|o| o.status.success())
-        })
+        });
+        assert!(
+            available || std::env::var_os(rtvm_testkit::CI_ENV).is_none(),
+            "java is not installed, and {} is set: CI machines have it",
+            rtvm_testkit::CI_ENV
+        );
+        available
     }
 
     /// Runs `java args` (without `JAVA_TOOL_OPTIONS`); `None`, with the reason printed, when

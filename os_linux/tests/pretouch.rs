@@ -7,12 +7,48 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Barrier;
 
 use common::*;
-use rtvm_os_linux::pages::{PageInfo, ThpMode};
+use rtvm_os_linux::pages::PageInfo;
 use rtvm_os_linux::pretouch::{populate_write_disabled, populate_write_supported};
 use rtvm_os_linux::{
     base_page_size, procfs, Errno, HugePageAdvice, PretouchRequest, Primitive, Reservation,
 };
+use rtvm_testkit::{kernel, skip, Outcome};
 use serial_test::serial;
+
+rtvm_testkit::tests!(
+    pretouch_one_gib_with_populate_write,
+    pretouch_one_gib_with_atomic_add,
+    pretouch_keeps_concurrent_writes_populate_write,
+    pretouch_keeps_concurrent_writes_atomic_add,
+    madv_hugepage_then_pretouch_gives_huge_pages,
+    madv_nohugepage_refuses_collapse_while_unadvised_memory_collapses,
+    populate_write_refusals_fall_back_and_still_populate,
+    misaligned_pretouch_is_an_error_not_a_kernel_verdict,
+    populate_write_hard_errors_name_the_range,
+    pretouch_of_uncommitted_memory_is_refused,
+);
+
+/// `MADV_POPULATE_WRITE` as the kernel's own facts predict it (release, seccomp), checked
+/// against what rtvm's probe found; a skip where the kernel cannot do it.
+fn populate_write_here() -> Outcome {
+    let expected = kernel::expects_populate_write();
+    if expected {
+        assert!(
+            populate_write_supported(),
+            "kernel {:?} without seccomp has MADV_POPULATE_WRITE, rtvm's probe says no",
+            kernel::release()
+        );
+        return Ok(());
+    }
+    if populate_write_supported() {
+        return Ok(());
+    }
+    skip(format!(
+        "MADV_POPULATE_WRITE is not usable here (kernel {:?}, seccomp mode {})",
+        kernel::release(),
+        kernel::seccomp_mode()
+    ))
+}
 
 fn request(populate: bool) -> PretouchRequest {
     PretouchRequest {
@@ -21,12 +57,28 @@ fn request(populate: bool) -> PretouchRequest {
     }
 }
 
-fn pretouch_gib_with(populate: bool) {
+/// In a child process of its own (RSS is process-wide: nothing else may run meanwhile), a
+/// 1 GiB pretouch raises VmRSS by at least 1 GiB and mincore finds every page.
+fn pretouch_gib_with(populate: bool) -> Outcome {
+    let test = if populate {
+        "pretouch_one_gib_with_populate_write"
+    } else {
+        "pretouch_one_gib_with_atomic_add"
+    };
+    if child_role().is_none() {
+        let out = run_child(test, "gib");
+        assert!(
+            out.status.success() && String::from_utf8_lossy(&out.stdout).contains("GIB OK"),
+            "{}",
+            describe(&out)
+        );
+        return Ok(());
+    }
     let r = Reservation::reserve(GIB, 0).unwrap();
     r.commit(0, GIB).unwrap();
     let before = rss();
     let done = r.pretouch(0, GIB, &request(populate)).unwrap();
-    let grown = rss() - before;
+    let grown = rss().saturating_sub(before);
     let expected = if populate {
         Primitive::PopulateWrite
     } else {
@@ -43,23 +95,19 @@ fn pretouch_gib_with(populate: bool) {
         GIB,
         "mincore: every page resident"
     );
-    println!("{expected}: 1 GiB in {:?}", done.elapsed);
+    println!("{expected}: 1 GiB in {:?}; GIB OK", done.elapsed);
+    Ok(())
 }
 
-#[test]
 #[serial]
-fn pretouch_one_gib_with_populate_write() {
-    assert!(
-        populate_write_supported(),
-        "this 6.x kernel has MADV_POPULATE_WRITE"
-    );
-    pretouch_gib_with(true);
+fn pretouch_one_gib_with_populate_write() -> Outcome {
+    populate_write_here()?;
+    pretouch_gib_with(true)
 }
 
-#[test]
 #[serial]
-fn pretouch_one_gib_with_atomic_add() {
-    pretouch_gib_with(false);
+fn pretouch_one_gib_with_atomic_add() -> Outcome {
+    pretouch_gib_with(false)
 }
 
 /// Two writers fill the range with patterns while it is pretouched; afterwards every word
@@ -123,38 +171,48 @@ fn concurrent_writers_keep_their_patterns(populate: bool) {
     println!("{checked} words verified after {passes:?} writer passes");
 }
 
-#[test]
 #[serial]
-fn pretouch_keeps_concurrent_writes_populate_write() {
+fn pretouch_keeps_concurrent_writes_populate_write() -> Outcome {
+    populate_write_here()?;
     concurrent_writers_keep_their_patterns(true);
+    Ok(())
 }
 
-#[test]
 #[serial]
-fn pretouch_keeps_concurrent_writes_atomic_add() {
+fn pretouch_keeps_concurrent_writes_atomic_add() -> Outcome {
     concurrent_writers_keep_their_patterns(false);
+    Ok(())
 }
 
 fn anon_huge_kb(r: &Reservation) -> u64 {
     procfs::totals(&procfs::smaps_overlapping(r.base(), r.base() + r.len()).unwrap()).anon_huge_kb
 }
 
-fn thp_mode() -> Option<ThpMode> {
-    let mode = PageInfo::detect().thp.mode;
-    if matches!(mode, ThpMode::Never | ThpMode::Unknown) {
-        println!("skipped: THP mode is {mode}, huge pages cannot be asked for");
-        return None;
+/// The THP mode and PMD size from sysfs (checked against rtvm's detection), or a skip where
+/// huge pages cannot be asked for.
+fn thp_here() -> Result<(String, usize), rtvm_testkit::Skip> {
+    let (mode, pmd) = match (kernel::thp_mode(), kernel::thp_pmd_size()) {
+        (Some(m), Some(p)) => (m, p),
+        _ => {
+            return Err(rtvm_testkit::Skip(
+                "the kernel has no transparent huge pages".into(),
+            ))
+        }
+    };
+    let detected = PageInfo::detect().thp;
+    assert_eq!(detected.mode.to_string(), mode, "rtvm's THP mode vs sysfs");
+    assert_eq!(detected.pmd_size, Some(pmd), "rtvm's PMD size vs sysfs");
+    if mode == "never" {
+        return Err(rtvm_testkit::Skip(
+            "THP mode is never: huge pages cannot be asked for".into(),
+        ));
     }
-    Some(mode)
+    Ok((mode, pmd))
 }
 
-#[test]
 #[serial]
-fn madv_hugepage_then_pretouch_gives_huge_pages() {
-    if thp_mode().is_none() {
-        return;
-    }
-    let pmd = PageInfo::detect().thp.pmd_size.unwrap();
+fn madv_hugepage_then_pretouch_gives_huge_pages() -> Outcome {
+    let (_, pmd) = thp_here()?;
     for populate in [true, false] {
         let len = 64 * MIB;
         let r = Reservation::reserve(len, pmd).unwrap();
@@ -169,13 +227,12 @@ fn madv_hugepage_then_pretouch_gives_huge_pages() {
             "AnonHugePages {huge} kB < 90% of {len} (populate={populate})"
         );
     }
+    Ok(())
 }
 
-#[test]
 #[serial]
-fn madv_nohugepage_refuses_collapse_while_unadvised_memory_collapses() {
-    let Some(mode) = thp_mode() else { return };
-    let pmd = PageInfo::detect().thp.pmd_size.unwrap();
+fn madv_nohugepage_refuses_collapse_while_unadvised_memory_collapses() -> Outcome {
+    let (mode, pmd) = thp_here()?;
     let len = 8 * MIB;
 
     // Advised NOHUGEPAGE: `nh`, no huge pages after pretouch, collapse refused.
@@ -219,13 +276,13 @@ fn madv_nohugepage_refuses_collapse_while_unadvised_memory_collapses() {
             region as u64 + 1
         );
     }
+    Ok(())
 }
 
 /// `EINVAL` (a kernel before 5.14), `EPERM` (a seccomp profile that refuses advice it does
 /// not know) and `ENOSYS` all mean "this process cannot use the primitive": before the probe
 /// and after it, the fallback makes every page resident and the switch is remembered.
-#[test]
-fn populate_write_refusals_fall_back_and_still_populate() {
+fn populate_write_refusals_fall_back_and_still_populate() -> Outcome {
     if let Some(role) = child_role() {
         let (when, errno) = role.split_once('-').unwrap();
         let errno = match errno {
@@ -254,7 +311,7 @@ fn populate_write_refusals_fall_back_and_still_populate() {
         assert_eq!(again.primitive, Primitive::AtomicAdd);
         assert_eq!(r.resident_bytes(0, 256 * MIB).unwrap(), 256 * MIB);
         println!("FALLBACK OK");
-        return;
+        return Ok(());
     }
     for role in [
         "before-einval",
@@ -271,12 +328,12 @@ fn populate_write_refusals_fall_back_and_still_populate() {
             describe(&out)
         );
     }
+    Ok(())
 }
 
 /// A caller's mistake is the caller's error: a misaligned pretouch fails with `EINVAL` before
 /// any system call, and the next aligned one still uses `MADV_POPULATE_WRITE`.
-#[test]
-fn misaligned_pretouch_is_an_error_not_a_kernel_verdict() {
+fn misaligned_pretouch_is_an_error_not_a_kernel_verdict() -> Outcome {
     if child_role().is_some() {
         let r = Reservation::reserve(16 * MIB, 0).unwrap();
         r.commit(0, 16 * MIB).unwrap();
@@ -298,18 +355,24 @@ fn misaligned_pretouch_is_an_error_not_a_kernel_verdict() {
             "the primitive in use is unchanged"
         );
         println!("PRIMITIVE {}", done.primitive);
-        return;
+        return Ok(());
     }
     let out = run_child(
         "misaligned_pretouch_is_an_error_not_a_kernel_verdict",
         "misaligned",
     );
-    assert!(out.status.success(), "{}", describe(&out));
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("PRIMITIVE "),
+        "{}",
+        describe(&out)
+    );
+    Ok(())
 }
 
-#[test]
-fn populate_write_hard_errors_name_the_range() {
-    if child_role().is_some() {
+fn populate_write_hard_errors_name_the_range() -> Outcome {
+    if child_role().is_none() {
+        populate_write_here()?;
+    } else {
         let r = Reservation::reserve(16 * MIB, 0).unwrap();
         r.commit(0, 16 * MIB).unwrap();
         assert!(populate_write_supported());
@@ -317,7 +380,7 @@ fn populate_write_hard_errors_name_the_range() {
         let err = r.pretouch(4 * MIB, 4 * MIB, &request(true)).unwrap_err();
         println!("ERROR: {err}");
         println!("BASE: {:#018x}", r.base() + 4 * MIB);
-        return;
+        return Ok(());
     }
     let out = run_child("populate_write_hard_errors_name_the_range", "deny-enomem");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -334,10 +397,10 @@ fn populate_write_hard_errors_name_the_range() {
         err.ends_with("was not made resident; error='Cannot allocate memory' (errno=12)"),
         "{err}"
     );
+    Ok(())
 }
 
-#[test]
-fn pretouch_of_uncommitted_memory_is_refused() {
+fn pretouch_of_uncommitted_memory_is_refused() -> Outcome {
     let r = Reservation::reserve(4 * MIB, 0).unwrap();
     r.commit(0, MIB).unwrap();
     assert_eq!(
@@ -345,4 +408,5 @@ fn pretouch_of_uncommitted_memory_is_refused() {
         Errno::EINVAL
     );
     assert_eq!(r.pretouch(0, MIB, &request(true)).unwrap().bytes, MIB);
+    Ok(())
 }

@@ -7,12 +7,14 @@
 //! * `examples/embed.c`, shared and static, and under `valgrind --error-exitcode=1`;
 //! * README's C example;
 //! * `tests/c/capi_test.c`, one process per mode (versions, exit requests, the output hook,
-//!   allocation, attach and stack bounds, the soft limit, the NMT idiom, threads);
+//!   allocation, attach and stack bounds, the soft limit, the NMT idiom, threads, the
+//!   pretouch hold);
 //! * `tests/c/dlopen_test.c`: 100 rounds of dlopen/create/destroy/dlclose with a host
 //!   SIGSEGV handler.
 //!
-//! Without `cc`, `pkg-config` or `sh` the tests say so and pass as skipped (`RTVM_CI=1`
-//! turns a missing tool into a failure).
+//! Without `cc`, `pkg-config` or `sh` (or `valgrind`, for the memory check) a test is
+//! reported ignored with the missing tool named; with `RTVM_CI` set (CI machines have them)
+//! a missing tool fails the test instead.
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -21,24 +23,35 @@ use std::sync::OnceLock;
 mod ctools;
 
 use ctools::{command, have, Install, Link};
+use rtvm_testkit::{require_tool, Outcome};
+
+rtvm_testkit::tests!(
+    the_install_has_header_libraries_and_pkg_config_files,
+    example_embedder_builds_and_runs,
+    example_embedder_is_valgrind_clean,
+    readme_c_example_compiles_and_runs,
+    c_versions_and_default_args,
+    c_exit_requests_deliver_output_and_their_own_code,
+    c_output_hook_gets_flags_logs_and_the_nmt_report,
+    c_allocation_shared_tlab_zero_and_full,
+    c_attach_detach_and_stack_bounds,
+    c_soft_limit_stops_a_recursion_before_the_guard,
+    c_nmt_size_query_idiom_under_concurrent_malloc,
+    c_threads_pthread_exit_and_error_codes,
+    c_destroy_rules,
+    c_pretouch_hold_and_release,
+    c_dlopen_dlclose_100_times_with_a_host_signal_handler,
+);
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).to_owned()
 }
 
-/// `Some(reason)` when the C toolchain is missing; fails instead on CI.
-fn missing_tools() -> Option<String> {
+/// The C toolchain: present, or the test is ignored naming what is missing (a failure with
+/// `RTVM_CI` set).
+fn c_toolchain() -> Outcome {
     let missing = ctools::missing_tools();
-    if missing.is_empty() {
-        return None;
-    }
-    let reason = format!("skipped: {} not installed", missing.join(", "));
-    assert!(
-        std::env::var_os("RTVM_CI").is_none(),
-        "{reason} (RTVM_CI is set)"
-    );
-    println!("{reason}");
-    Some(reason)
+    require_tool(&missing.join(", "), missing.is_empty())
 }
 
 fn scratch() -> PathBuf {
@@ -78,14 +91,6 @@ fn run(binary: &Path, args: &[&str]) -> (i32, String, String) {
 }
 
 fn valgrind_clean(binary: &Path, args: &[&str]) {
-    if !have("valgrind") {
-        assert!(
-            std::env::var_os("RTVM_CI").is_none(),
-            "valgrind is not installed (RTVM_CI is set)"
-        );
-        println!("valgrind not installed: the memory check was not run");
-        return;
-    }
     let o = command(Path::new("valgrind"))
         .args(["--error-exitcode=1", "-q"])
         .arg(binary)
@@ -99,11 +104,8 @@ fn valgrind_clean(binary: &Path, args: &[&str]) {
     );
 }
 
-#[test]
-fn the_install_has_header_libraries_and_pkg_config_files() {
-    if missing_tools().is_some() {
-        return;
-    }
+fn the_install_has_header_libraries_and_pkg_config_files() -> Outcome {
+    c_toolchain()?;
     let flags = pkg_config("rtvm", &["--cflags", "--libs"]).join(" ");
     let p = prefix().display().to_string();
     assert!(
@@ -115,27 +117,24 @@ fn the_install_has_header_libraries_and_pkg_config_files() {
     let flags = pkg_config("rtvm-static", &["--cflags", "--libs"]).join(" ");
     assert!(flags.contains(&format!("{p}/lib/librtvm.a")), "{flags}");
     // The shared library stays loaded once loaded (hooks and handlers point into it).
+    // readelf comes with the binutils every C toolchain has.
+    require_tool("readelf", have("readelf"))?;
     let o = std::process::Command::new("readelf")
         .arg("-d")
         .arg(prefix().join("lib/librtvm.so"))
-        .output();
-    match o {
-        Ok(o) if o.status.success() => {
-            let dynamic = String::from_utf8_lossy(&o.stdout);
-            assert!(
-                dynamic.contains("NODELETE"),
-                "librtvm.so is not -z nodelete:\n{dynamic}"
-            );
-        }
-        _ => println!("readelf not available: NODELETE not checked"),
-    }
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "readelf -d failed: {o:?}");
+    let dynamic = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        dynamic.contains("NODELETE"),
+        "librtvm.so is not -z nodelete:\n{dynamic}"
+    );
+    Ok(())
 }
 
-#[test]
-fn example_embedder_builds_runs_and_is_valgrind_clean() {
-    if missing_tools().is_some() {
-        return;
-    }
+fn example_embedder_builds_and_runs() -> Outcome {
+    c_toolchain()?;
     let bin = compile(&root().join("examples/embed.c"), "embed", Link::Shared, &[]);
     let (code, out, err) = run(&bin, &[]);
     assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
@@ -156,7 +155,6 @@ fn example_embedder_builds_runs_and_is_valgrind_clean() {
         "nothing came through the output hook:\n{out}"
     );
     assert!(out.ends_with("embed: ok\n"), "{out}");
-    valgrind_clean(&bin, &[]);
     // The same program against the static library.
     let bin = compile(
         &root().join("examples/embed.c"),
@@ -167,13 +165,25 @@ fn example_embedder_builds_runs_and_is_valgrind_clean() {
     let (code, out, err) = run(&bin, &[]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.ends_with("embed: ok\n"));
+    Ok(())
 }
 
-#[test]
-fn readme_c_example_compiles_and_runs() {
-    if missing_tools().is_some() {
-        return;
-    }
+fn example_embedder_is_valgrind_clean() -> Outcome {
+    c_toolchain()?;
+    require_tool("valgrind", have("valgrind"))?;
+    // A binary of its own: tests run in parallel, and one may not run a file another writes.
+    let bin = compile(
+        &root().join("examples/embed.c"),
+        "embed-valgrind",
+        Link::Shared,
+        &[],
+    );
+    valgrind_clean(&bin, &[]);
+    Ok(())
+}
+
+fn readme_c_example_compiles_and_runs() -> Outcome {
+    c_toolchain()?;
     let readme = std::fs::read_to_string(root().join("../README.md")).unwrap();
     let start = readme.find("```c\n").expect("README has a C example") + 5;
     let end = start + readme[start..].find("```").unwrap();
@@ -186,6 +196,7 @@ fn readme_c_example_compiles_and_runs() {
         out.contains("committed 16777216, resident 16777216"),
         "{out}"
     );
+    Ok(())
 }
 
 fn capi_test_binary() -> &'static Path {
@@ -200,77 +211,67 @@ fn capi_test_binary() -> &'static Path {
     })
 }
 
-fn capi_mode(mode: &str) {
-    if missing_tools().is_some() {
-        return;
-    }
+fn capi_mode(mode: &str) -> Outcome {
+    c_toolchain()?;
     let (code, out, err) = run(capi_test_binary(), &[mode]);
     println!("{out}");
     assert!(
         code == 0 && out.contains(&format!("PASS {mode}")),
         "capi_test {mode}: exit {code}\nstdout:\n{out}\nstderr:\n{err}"
     );
+    Ok(())
 }
 
-#[test]
-fn c_versions_and_default_args() {
-    capi_mode("version");
+fn c_versions_and_default_args() -> Outcome {
+    capi_mode("version")
 }
 
-#[test]
-fn c_exit_requests_deliver_output_and_their_own_code() {
-    capi_mode("exit-requests");
+fn c_exit_requests_deliver_output_and_their_own_code() -> Outcome {
+    capi_mode("exit-requests")
 }
 
-#[test]
-fn c_output_hook_gets_flags_logs_and_the_nmt_report() {
-    if missing_tools().is_some() {
-        return;
-    }
-    capi_mode("output-hook");
+fn c_output_hook_gets_flags_logs_and_the_nmt_report() -> Outcome {
+    c_toolchain()?;
+    capi_mode("output-hook")?;
     // Nothing of it reached the process's own stdout/stderr.
     let (_, out, err) = run(capi_test_binary(), &["output-hook"]);
     assert!(
         !out.contains("[Global flags]") && !err.contains("Native Memory Tracking"),
         "{out}{err}"
     );
+    Ok(())
 }
 
-#[test]
-fn c_allocation_shared_tlab_zero_and_full() {
-    capi_mode("alloc");
+fn c_allocation_shared_tlab_zero_and_full() -> Outcome {
+    capi_mode("alloc")
 }
 
-#[test]
-fn c_attach_detach_and_stack_bounds() {
-    capi_mode("attach");
+fn c_attach_detach_and_stack_bounds() -> Outcome {
+    capi_mode("attach")
 }
 
-#[test]
-fn c_soft_limit_stops_a_recursion_before_the_guard() {
-    capi_mode("soft-limit");
+fn c_soft_limit_stops_a_recursion_before_the_guard() -> Outcome {
+    capi_mode("soft-limit")
 }
 
-#[test]
-fn c_nmt_size_query_idiom_under_concurrent_malloc() {
-    capi_mode("nmt-idiom");
+fn c_nmt_size_query_idiom_under_concurrent_malloc() -> Outcome {
+    capi_mode("nmt-idiom")
 }
 
-#[test]
-fn c_threads_pthread_exit_and_error_codes() {
-    capi_mode("threads");
+fn c_threads_pthread_exit_and_error_codes() -> Outcome {
+    capi_mode("threads")
 }
 
-#[test]
-fn c_destroy_rules() {
-    capi_mode("destroy-rules");
+fn c_destroy_rules() -> Outcome {
+    capi_mode("destroy-rules")
 }
 
-#[test]
-fn c_dlopen_dlclose_100_times_with_a_host_signal_handler() {
-    if missing_tools().is_some() {
-        return;
-    }
+fn c_pretouch_hold_and_release() -> Outcome {
+    capi_mode("pretouch-hold")
+}
+
+fn c_dlopen_dlclose_100_times_with_a_host_signal_handler() -> Outcome {
+    c_toolchain()?;
     let bin = compile(
         &root().join("tests/c/dlopen_test.c"),
         "dlopen_test",
@@ -284,4 +285,5 @@ fn c_dlopen_dlclose_100_times_with_a_host_signal_handler() {
         "exit {code}\nstdout:\n{out}\nstderr:\n{err}"
     );
     println!("{out}");
+    Ok(())
 }

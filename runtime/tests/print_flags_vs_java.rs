@@ -4,6 +4,10 @@
 use std::collections::BTreeMap;
 use std::process::Command;
 
+use rtvm_testkit::{require_tool, Outcome};
+
+rtvm_testkit::tests!(print_flags_final_agrees_with_java);
+
 #[derive(Debug)]
 struct Line {
     ty: String,
@@ -79,12 +83,17 @@ fn value_class(ty: &str, v: &str) -> &'static str {
     }
 }
 
-#[test]
-fn print_flags_final_agrees_with_java() {
-    let Some(java) = flags_of("java") else {
-        println!("skipped: `java` is not installed or failed; nothing to compare with");
-        return;
-    };
+fn java_runs() -> bool {
+    Command::new("java")
+        .arg("-version")
+        .env_remove("JAVA_TOOL_OPTIONS")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+fn print_flags_final_agrees_with_java() -> Outcome {
+    require_tool("java", java_runs())?;
+    let java = flags_of("java").expect("java -XX:+PrintFlagsFinal -version");
     let rtvm = flags_of(env!("CARGO_BIN_EXE_rtvm")).expect("rtvm -XX:+PrintFlagsFinal -version");
     let common: Vec<&String> = rtvm.keys().filter(|k| java.contains_key(*k)).collect();
     println!(
@@ -131,15 +140,28 @@ fn print_flags_final_agrees_with_java() {
             r.origin
         );
     }
-    // Same origins where both VMs take the same decision.
+    // Same values and origins where both VMs take the same decision (the heap sizes from
+    // this machine's or container's memory, the processors, the RAM percentages).
     for name in [
         "AlwaysPreTouch",
         "PreTouchParallelChunkSize",
         "ThreadStackSize",
         "MaxHeapSize",
         "InitialHeapSize",
+        "MinHeapSize",
         "ParallelGCThreads",
+        "MaxRAM",
+        "MaxRAMPercentage",
+        "MinRAMPercentage",
+        "InitialRAMPercentage",
+        "UseContainerSupport",
+        "UseLargePages",
     ] {
-        assert_eq!(rtvm[name].origin, java[name].origin, "{name}: origin");
+        assert_eq!(
+            (&rtvm[name].value, &rtvm[name].origin),
+            (&java[name].value, &java[name].origin),
+            "{name}: value and origin"
+        );
     }
+    Ok(())
 }

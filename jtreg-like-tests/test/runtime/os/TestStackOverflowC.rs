@@ -48,9 +48,7 @@ pub fn main(_vm: &Vm, args: &[String]) -> TestResult {
         return Err(TestFailure("usage: TestStackOverflowC <frame KiB> [VM options...]".into()).into());
     };
     let missing = ctools::missing_tools();
-    if !missing.is_empty() {
-        return skip(format!("no C toolchain: {} not installed", missing.join(", ")));
-    }
+    require_tool(&missing.join(", "), missing.is_empty())?;
     let src = std::env::var(TESTSRC_ENV).map_err(|_| TestFailure("TESTSRC is not set".into()))?;
     let install = Install::new(Path::new("rtvm-prefix"), env!("CARGO")).map_err(TestFailure)?;
     install

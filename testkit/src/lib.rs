@@ -1,0 +1,36 @@
+//! # rtvm-testkit
+//!
+//! What rtvm's test binaries share, so that a test can fail only for the right reasons:
+//!
+//! * [`harness`]: tests are plain functions returning [`Outcome`]; one that cannot run on this
+//!   machine returns [`skip`] and is reported **ignored, with the reason** — never "ok". The
+//!   binary's `main` is [`tests!`], which runs them with libtest-mimic (`--exact`, filters,
+//!   `--test-threads`, `--include-ignored` as with libtest).
+//! * [`require_tool`]: a tool a test needs (`cc`, `java`, `valgrind`); missing, the test is
+//!   skipped — unless `RTVM_CI` is set, because CI machines have these tools and a silently
+//!   lost check there is a defect: then it fails.
+//! * [`child`]: re-running one test of the binary in a child process with a role, for
+//!   process-wide changes (rlimits, seccomp filters, signal handlers, crashes) and for
+//!   measurements of the whole process (RSS) that other tests must not disturb.
+#![forbid(unsafe_code)]
+
+pub mod child;
+pub mod harness;
+
+pub use harness::{require_tool, skip, Outcome, Skip, Test, CI_ENV};
+
+/// The binary's `main`: runs the listed test functions (each `fn() -> Outcome`) as trials.
+///
+/// ```ignore
+/// rtvm_testkit::tests!(first_test, second_test);
+/// ```
+#[macro_export]
+macro_rules! tests {
+    ($($f:path),* $(,)?) => {
+        fn main() {
+            $crate::harness::run(vec![$($crate::Test::new(stringify!($f), $f)),*]);
+        }
+    };
+}
+
+pub mod kernel;
