@@ -13,6 +13,8 @@ pub struct Status {
     pub vm_hwm_kb: u64,
     /// Virtual size.
     pub vm_size_kb: u64,
+    /// Private writable data (what `RLIMIT_DATA` limits).
+    pub vm_data_kb: u64,
     /// Swapped-out anonymous memory.
     pub vm_swap_kb: u64,
     /// Number of threads.
@@ -36,6 +38,7 @@ impl Status {
                 "VmRSS" => s.vm_rss_kb = value,
                 "VmHWM" => s.vm_hwm_kb = value,
                 "VmSize" => s.vm_size_kb = value,
+                "VmData" => s.vm_data_kb = value,
                 "VmSwap" => s.vm_swap_kb = value,
                 "Threads" => s.threads = value,
                 _ => {}
@@ -348,7 +351,7 @@ mod tests {
     use super::*;
 
     const STATUS: &str = "Name:\trtvm\nUmask:\t0022\nState:\tS (sleeping)\nVmPeak:\t  123456 kB\n\
-        VmSize:\t  120000 kB\nVmHWM:\t    9000 kB\nVmRSS:\t    8000 kB\nVmSwap:\t       0 kB\nThreads:\t1003\n";
+        VmSize:\t  120000 kB\nVmData:\t   70000 kB\nVmHWM:\t    9000 kB\nVmRSS:\t    8000 kB\nVmSwap:\t       0 kB\nThreads:\t1003\n";
 
     const SMAPS: &str = "\
 7f0000000000-7f0000200000 rw-p 00000000 00:00 0 \n\
@@ -384,6 +387,7 @@ VmFlags: rd mr mw me \n";
                 vm_rss_kb: 8000,
                 vm_hwm_kb: 9000,
                 vm_size_kb: 120000,
+                vm_data_kb: 70000,
                 vm_swap_kb: 0,
                 threads: 1003
             }

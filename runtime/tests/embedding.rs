@@ -44,21 +44,9 @@ fn every_error_code() {
         (e.code.code(), e.message.as_str()),
         (-1, "Unrecognized option: -Xfoo\n")
     );
-    // JNI_ENOMEM: a heap that cannot be committed (far more than RAM, in one commit).
-    let e = create(&["-Xms512g", "-Xmx512g"]).unwrap_err();
-    assert_eq!(e.code, ErrorCode::NoMem, "{e}");
-    assert_eq!(e.code.code(), -4);
-    assert!(
-        e.message.starts_with("os::commit_memory(0x"),
-        "{}",
-        e.message
-    );
-    assert!(
-        e.message
-            .contains("error='Cannot allocate memory' (errno=12)"),
-        "{}",
-        e.message
-    );
+    // JNI_ENOMEM is fault_injection.rs's `uncommittable_heap`: a commit refused under a
+    // lowered RLIMIT_DATA in a child process. A huge -Xms here would depend on the machine
+    // (overcommit mode, RAM) rather than on rtvm.
     // JNI_EEXIST: a second VM while one lives.
     let vm = create(&["-Xmx64m"]).unwrap();
     let e = create(&["-Xmx64m"]).unwrap_err();
@@ -276,10 +264,12 @@ fn output_hook_receives_flags_logs_and_the_nmt_report() {
         out.contains("[Global flags]") && out.contains("MaxHeapSize"),
         "{out}"
     );
-    assert!(
-        out.contains("Native Memory Tracking:"),
-        "the NMT report of the shutdown: {out}"
+    assert_eq!(
+        out.matches("Native Memory Tracking:").count(),
+        1,
+        "the NMT report of the shutdown, once: {out}"
     );
+    assert_eq!(out.matches("[Global flags]").count(), 1, "{out}");
     assert!(err.contains("Thread \"logged\""), "-Xlog to stderr: {err}");
 }
 

@@ -10,17 +10,6 @@ use rtvm::testing::os::procfs;
 use rtvm::testing::os::system::{set_soft_limit, Limit};
 use rtvm::{ErrorCode, ErrorKind, InitArgs, Vm};
 
-fn vm_kb(field: &str) -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap()
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix(field)
-                .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        })
-        .unwrap()
-}
-
 fn check_child(test: &str, role: &str) {
     let out = run_child(test, role);
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -40,7 +29,11 @@ fn unreservable_heap() {
     // Warm up what any first VM sets up once per process.
     drop(Vm::create(InitArgs::new(["-Xmx16m"])).unwrap());
     let before = procfs::read_maps().unwrap();
-    set_soft_limit(Limit::AddressSpace, vm_kb("VmSize:") * 1024 + (1 << 30)).unwrap();
+    set_soft_limit(
+        Limit::AddressSpace,
+        procfs::read_status().unwrap().vm_size_kb * 1024 + (1 << 30),
+    )
+    .unwrap();
     let e = Vm::create(InitArgs::new(["-Xmx4g", "-XX:ParallelGCThreads=2"])).unwrap_err();
     assert_eq!(
         (e.code, e.kind),
@@ -66,7 +59,11 @@ fn uncommittable_heap() {
     }
     drop(Vm::create(InitArgs::new(["-Xmx16m"])).unwrap());
     let before = procfs::read_maps().unwrap();
-    set_soft_limit(Limit::Data, vm_kb("VmData:") * 1024 + (128 << 20)).unwrap();
+    set_soft_limit(
+        Limit::Data,
+        procfs::read_status().unwrap().vm_data_kb * 1024 + (128 << 20),
+    )
+    .unwrap();
     let e = Vm::create(InitArgs::new([
         "-Xms512m",
         "-Xmx1g",
@@ -74,9 +71,9 @@ fn uncommittable_heap() {
     ]))
     .unwrap_err();
     assert_eq!(
-        (e.code, e.kind),
-        (ErrorCode::NoMem, ErrorKind::Initialization),
-        "{e}"
+        (e.code, e.code.code(), e.kind),
+        (ErrorCode::NoMem, -4, ErrorKind::Initialization),
+        "JNI_ENOMEM: {e}"
     );
     assert!(
         e.message.starts_with("os::commit_memory(0x"),

@@ -385,6 +385,11 @@ fn print_nmt_statistics() {
     ]);
     assert_eq!(out.status.code(), Some(0));
     let stdout = text(&out.stdout);
+    assert_eq!(
+        stdout.matches("Native Memory Tracking:").count(),
+        1,
+        "one report at exit: {stdout}"
+    );
     let report = &stdout[stdout
         .find("Native Memory Tracking:")
         .expect("report at exit")..];

@@ -16,23 +16,17 @@
 
 use rtvm_jtreg::testlib::*;
 
-fn with_limits(limits: &str, args: &[&str]) -> Result<OutputAnalyzer, TestFailure> {
-    let mut c = ProcessTools::create_limited_test_vm(args);
-    c.env(rtvm_jtreg::RLIMITS_ENV, limits);
-    ProcessTools::execute(c)
-}
-
 pub fn main(_vm: &Vm, args: &[String]) -> TestResult {
     match args.first().map(String::as_str) {
         Some("reserve") => {
-            with_limits("as=2g", &["-Xmx4g", "-version"])?
+            ProcessTools::execute_with_rlimits("as=2g", &["-Xmx4g", "-version"])?
                 .should_have_exit_value(1)?
                 .stdout_should_contain("Error occurred during initialization of VM\nCould not reserve enough space for 4194304KB object heap\n")?
                 .should_not_contain("panicked")?;
             Ok(())
         }
         Some("commit") => {
-            with_limits("data=256m", &["-Xms512m", "-Xmx1g", "-version"])?
+            ProcessTools::execute_with_rlimits("data=256m", &["-Xms512m", "-Xmx1g", "-version"])?
                 .should_have_exit_value(1)?
                 .stdout_should_contain("Error occurred during initialization of VM\n")?
                 .should_match("os::commit_memory\\(0x[0-9a-f]+, 536870912, 0\\) failed; error='Cannot allocate memory' \\(errno=12\\)")?;

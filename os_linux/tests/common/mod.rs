@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 use rtvm_os_linux::procfs;
+#[allow(unused_imports)]
 pub use rtvm_testkit::child::{child_role, describe, run_child, value_after};
 
 /// Current VmRSS in bytes.

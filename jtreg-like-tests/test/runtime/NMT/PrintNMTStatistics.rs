@@ -21,7 +21,7 @@ pub fn main(_vm: &Vm, args: &[String]) -> TestResult {
             let out = ProcessTools::execute_limited_test_vm(&opts)?;
             let sections = ["Native Memory Tracking:", "Virtual memory map:", "Details:", "Java Heap (reserved="];
             for s in sections {
-                out.stdout_should_contain(s)?;
+                check(out.stdout.matches(s).count() == 1, || format!("'{s}' not exactly once in the report:\n{}", out.stdout))?;
             }
             out.should_have_exit_value(0)?;
             out.should_match(r"^\[0x[0-9a-f]{16} - 0x[0-9a-f]{16}\] reserved \d+ for Java Heap")?;

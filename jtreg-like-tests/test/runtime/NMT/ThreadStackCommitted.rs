@@ -68,7 +68,8 @@ pub fn main(vm: &Vm, args: &[String]) -> TestResult {
     let out = ProcessTools::execute_limited_test_vm(&opts)?;
     out.should_have_exit_value(0)?.should_match("^-                    Thread \\(reserved=[0-9]+, committed=[0-9]+\\)$")?;
     let committed = out.number("NMT:", "stack_committed_after")?;
-    let rss_rise = (out.number("NMT:", "rss_after_kB")? - out.number("NMT:", "rss_before_kB")?) * 1024;
+    // A rise, never an underflow: RSS may fall meanwhile (freed malloc arenas, ...).
+    let rss_rise = out.number("NMT:", "rss_after_kB")?.saturating_sub(out.number("NMT:", "rss_before_kB")?) * 1024;
     let collapsed = out.number("NMT:", "collapsed")?;
     println!("{mode:?}: {collapsed} collapsed, stack committed {} MB, RSS +{} MB", committed / MB, rss_rise / MB);
     let per_thread = committed / THREADS as u64;

@@ -23,12 +23,6 @@
 
 use rtvm_jtreg::testlib::*;
 
-fn with_limits(limits: &str, args: &[&str]) -> Result<OutputAnalyzer, TestFailure> {
-    let mut c = ProcessTools::create_limited_test_vm(args);
-    c.env(rtvm_jtreg::RLIMITS_ENV, limits);
-    ProcessTools::execute(c)
-}
-
 fn vm_size_kb() -> Result<u64, TestFailure> {
     Ok(rtvm::testing::os::procfs::read_status().map_err(|e| TestFailure(e.to_string()))?.vm_size_kb)
 }
@@ -84,14 +78,14 @@ pub fn main(vm: &Vm, args: &[String]) -> TestResult {
         }
         Some("absurd-xss") => {
             // 1 GiB stacks under a 768 MiB address-space limit: the main thread cannot start.
-            let out = with_limits("as=768m", &["-Xmx32m", "-Xss1g", "IdleThreads", "1"])?;
+            let out = ProcessTools::execute_with_rlimits("as=768m", &["-Xmx32m", "-Xss1g", "IdleThreads", "1"])?;
             out.should_have_exit_value(1)?
                 .stderr_should_contain("Failed to start thread \"main\" - mmap failed (ENOMEM) for attributes: stacksize: 1048576k, guardsize: 16k, joinable.")?
                 .should_not_contain("panicked")?;
             Ok(())
         }
         Some("idle-threads") => {
-            let out = with_limits("as=1g", &["-Xmx32m", "IdleThreads", "10000"])?;
+            let out = ProcessTools::execute_with_rlimits("as=1g", &["-Xmx32m", "IdleThreads", "10000"])?;
             out.should_have_exit_value(1)?
                 .should_match("Exception in thread \"main\" Failed to start thread \"Idle#[0-9]+\" - mmap failed \\(ENOMEM\\) for attributes: stacksize: 1024k, guardsize: 16k, joinable\\. \\([0-9]+ of 10000 threads had started; all stopped\\)")?
                 .should_not_contain("IdleThreads: threads=")?;
