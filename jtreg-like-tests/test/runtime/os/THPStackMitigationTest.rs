@@ -4,8 +4,10 @@
  * @summary With the mitigation on, 1000 idle threads with 2 MiB stacks stay small — run as
  *          HotSpot's THPsInThreadStackPreventionTest runs it, with -XX:+DelayThreadStartALot
  *          (widening the window khugepaged would use) and -XX:ActiveProcessorCount=2, and
- *          bounded on RSS + swap: every stack is MADV_NOHUGEPAGE with a PROT_NONE guard below it
- *          before the thread runs
+ *          bounded on RSS + swap. While the child VM holds its 1000 threads (a gate the test
+ *          controls, no time window) it reads its own /proc/self/smaps: every stack is
+ *          MADV_NOHUGEPAGE (nh) — expected because the mitigation is on, not because the VM
+ *          says so — with a PROT_NONE guard exactly where the stack's layout puts it
  * @requires os.family == "linux"
  * @requires vm.flagless
  * @run driver THPStackMitigationTest ENABLED
@@ -27,7 +29,11 @@
  * @test id=COLLAPSE-ENABLED
  * @bug 8312182
  * @summary Khugepaged emulated with MADV_COLLAPSE on every stack while all 1000 threads are
- *          held in their start window: every collapse is refused, RSS stays small
+ *          held in their start window: every collapse is refused with EINVAL because the stack
+ *          is nh (smaps shows nh and no AnonHugePages on each refused stack), RSS stays small;
+ *          the control runs in the same child: MADV_COLLAPSE of an unadvised 8 MB mapping
+ *          with one resident page per 2 MB succeeds, so a refusal is the mitigation's doing,
+ *          not a kernel without collapse
  * @key thp
  * @requires os.family == "linux"
  * @requires thp.mode != "never"
@@ -48,8 +54,6 @@
  * @run main/manual THPStackMitigationTest COLLAPSE-DISABLED
  */
 
-use std::time::Duration;
-
 use rtvm_jtreg::testlib::*;
 
 const THREADS: usize = 1000;
@@ -58,68 +62,57 @@ const RSS_LIMIT_MB: u64 = THREADS as u64 * 128 / 1024 + 64 + 150;
 const COMMON: [&str; 6] = ["-Xlog:pagesize", "-Xlog:os+thread", "-Xms64m", "-Xmx64m", "-XX:+AlwaysPreTouch", "-Xss2m"];
 const UNMITIGATED: [&str; 2] = ["-XX:+UnlockDiagnosticVMOptions", "-XX:+DisableTHPStackMitigation"];
 
-/// `(guard, usable)` ranges of every `Idle#` stack, from the child's `-Xlog:os+thread` lines.
-fn stack_ranges(stdout: &str) -> Result<Vec<((u64, u64), (u64, u64))>, TestFailure> {
-    let hex = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).map_err(|_| TestFailure(format!("bad address {s}")));
-    let range = |line: &str, key: &str| -> Result<(u64, u64), TestFailure> {
-        let at = line.find(key).ok_or_else(|| TestFailure(format!("no '{key}' in {line}")))? + key.len();
-        let text = line[at..].split([',', ')']).next().unwrap_or("");
-        let (a, b) = text.split_once('-').ok_or_else(|| TestFailure(format!("bad range in {line}")))?;
-        Ok((hex(a)?, hex(b)?))
-    };
-    stdout
-        .lines()
-        .filter(|l| l.contains("] Thread \"Idle#") && l.contains(" started "))
-        .map(|l| Ok((range(l, "guard: ")?, range(l, "stack: ")?)))
-        .collect()
-}
-
-/// The child's smaps, read while it held its threads: every stack `nh` (when the VM said it
-/// would advise so) and a `---p` guard exactly where the VM said.
-fn check_stacks(smaps: &str, ranges: &[((u64, u64), (u64, u64))], expect_nh: bool) -> Result<(), TestFailure> {
-    let entries = rtvm::testing::os::procfs::parse_smaps(smaps);
-    let (mut nh_ok, mut guard_ok) = (0, 0);
-    for &((gs, ge), (us, ue)) in ranges {
-        let overlapping: Vec<_> = entries.iter().filter(|e| (e.map.start as u64) < ue && (e.map.end as u64) > us).collect();
-        check(!overlapping.is_empty(), || format!("stack {us:#x}-{ue:#x} is not mapped"))?;
+/// In the child: the kernel's view (this process's own smaps, read while the threads are
+/// held) of every stack: mapped, `nh` when `expect_nh`, not `nh` when not, and a `---p` guard
+/// exactly over the layout's guard zone.
+fn check_own_stacks(threads: &[rtvm::VmThread], expect_nh: bool) -> TestResult {
+    let entries = rtvm::testing::os::procfs::read_smaps()?;
+    let (mut nh, mut guarded) = (0, 0);
+    for t in threads {
+        let l = &t.info().layout;
+        let overlapping: Vec<_> = entries.iter().filter(|e| e.map.start < l.usable.end && e.map.end > l.usable.start).collect();
+        check(!overlapping.is_empty(), || format!("stack {:#x}-{:#x} is not mapped", l.usable.start, l.usable.end))?;
         if overlapping.iter().all(|e| e.has_flag("nh")) {
-            nh_ok += 1;
+            nh += 1;
         }
-        if entries.iter().any(|e| e.map.start as u64 == gs && e.map.end as u64 == ge && e.map.perms == "---p") {
-            guard_ok += 1;
+        if entries.iter().any(|e| e.map.start <= l.guard.start && e.map.end >= l.guard.end && e.map.perms == "---p") {
+            guarded += 1;
         }
     }
-    println!("stacks: {} checked, {nh_ok} nh, {guard_ok} with a PROT_NONE guard below", ranges.len());
-    check(guard_ok == ranges.len(), || format!("only {guard_ok} of {} stacks have a PROT_NONE guard", ranges.len()))?;
-    if expect_nh {
-        check(nh_ok == ranges.len(), || format!("only {nh_ok} of {} stacks are nh", ranges.len()))?;
+    println!("Stacks: checked={} nh={nh} guarded={guarded}", threads.len());
+    check(guarded == threads.len(), || format!("only {guarded} of {} stacks have a PROT_NONE guard", threads.len()))?;
+    let expected_nh = if expect_nh { threads.len() } else { 0 };
+    check(nh == expected_nh, || format!("{nh} of {} stacks are nh; expected {expected_nh}", threads.len()))?;
+    Ok(())
+}
+
+/// In the child VM: `count` idle threads held at a gate the test controls; the memory line
+/// and the stacks' smaps are taken while all of them exist, then they are released.
+fn idle_child(vm: &Vm, count: usize) -> TestResult {
+    let gate = rtvm::testing::IdleGate::new();
+    let _release = gate.release_on_drop();
+    let threads = (0..count)
+        .map(|i| vm.thread(&format!("Idle#{i}")).spawn(gate.parked_body()))
+        .collect::<Result<Vec<_>, _>>()?;
+    gate.wait_started(count);
+    println!("{}", rtvm::testing::memory_line("IdleThreads", count)?);
+    let mitigated = !vm.flags().get(rtvm::testing::flags::flag::DisableTHPStackMitigation);
+    check_own_stacks(&threads, mitigated)?;
+    gate.release();
+    for t in threads {
+        t.join()?;
     }
     Ok(())
 }
 
-/// Runs `IdleThreads 1000` in a child VM; with `check_smaps`, reads the child's smaps while
-/// it holds its threads and checks every stack.
-fn idle_threads_run(extra: &[&str], check_smaps: bool) -> Result<OutputAnalyzer, TestFailure> {
+/// Runs the idle child with 1000 threads.
+fn idle_threads_run(extra: &[&str]) -> Result<OutputAnalyzer, TestFailure> {
     let mut args: Vec<&str> = extra.to_vec();
     args.extend(COMMON);
     let count = THREADS.to_string();
-    args.extend(["IdleThreads", &count, "3"]);
-    let mut child = ProcessTools::start(ProcessTools::create_limited_test_vm(&args))?;
-    let line = child.wait_for_line("IdleThreads:", Duration::from_secs(120))?;
-    println!("{line}");
-    let pid = child.pid();
-    let smaps = if check_smaps {
-        Some(std::fs::read_to_string(format!("/proc/{pid}/smaps")).map_err(|e| TestFailure(format!("smaps of {pid}: {e}")))?)
-    } else {
-        None
-    };
-    let out = child.finish()?;
+    args.extend(["THPStackMitigationTest", "idle-child", &count]);
+    let out = ProcessTools::execute_limited_test_vm(&args)?;
     out.should_have_exit_value(0)?;
-    if let Some(smaps) = smaps {
-        let ranges = stack_ranges(&out.stdout)?;
-        check(ranges.len() == THREADS, || format!("{} Idle stacks logged", ranges.len()))?;
-        check_stacks(&smaps, &ranges, out.stdout.contains("stacks are MADV_NOHUGEPAGE"))?;
-    }
     Ok(out)
 }
 
@@ -128,7 +121,9 @@ fn rss_mb(out: &OutputAnalyzer, prefix: &str) -> Result<u64, TestFailure> {
 }
 
 fn enabled() -> TestResult {
-    let out = idle_threads_run(&["-XX:+UnlockDiagnosticVMOptions", "-XX:+DelayThreadStartALot", "-XX:ActiveProcessorCount=2"], true)?;
+    let out = idle_threads_run(&["-XX:+UnlockDiagnosticVMOptions", "-XX:+DelayThreadStartALot", "-XX:ActiveProcessorCount=2"])?;
+    println!("{}", out.first_match("^Stacks: .*")?.unwrap_or_default());
+    check(out.number("Stacks:", "nh")? == THREADS as u64, || "not every stack is nh".into())?;
     out.should_contain("[pagesize] JVM will attempt to prevent THPs in thread stacks.")?;
     let threads = out.number("IdleThreads:", "Threads")?;
     check(threads >= THREADS as u64, || format!("Threads={threads}, expected at least {THREADS}"))?;
@@ -141,7 +136,7 @@ fn enabled() -> TestResult {
 }
 
 fn disabled() -> TestResult {
-    let out = idle_threads_run(&[UNMITIGATED[0], UNMITIGATED[1], "-XX:+DelayThreadStartALot"], false)?;
+    let out = idle_threads_run(&[UNMITIGATED[0], UNMITIGATED[1], "-XX:+DelayThreadStartALot"])?;
     out.should_contain("[pagesize] JVM will *not* prevent THPs in thread stacks. This may cause high RSS.")?;
     let rss = rss_mb(&out, "IdleThreads:")?;
     println!("VmRSS {rss} MB with the mitigation off (bound {RSS_LIMIT_MB} MB)");
@@ -157,12 +152,18 @@ fn collapse(extra: &[&str], expect_refused: bool) -> TestResult {
     let out = ProcessTools::execute_limited_test_vm(&args)?;
     out.should_have_exit_value(0)?;
     let (collapsed, refused) = (out.number("Collapse:", "collapsed")?, out.number("Collapse:", "refused")?);
+    // The control: collapse works on this kernel for memory nobody advised.
+    check(out.field("Control:", "collapsed")? == "true", || format!("MADV_COLLAPSE of an unadvised mapping failed here: {}", out.stdout))?;
     let before = out.number("Collapse:", "rss_before_kB")? / 1024;
     let after = rss_mb(&out, "IdleThreads:")?;
     println!("collapsed={collapsed} refused={refused} RSS {before} MB -> {after} MB");
+    println!("{}", out.first_match("^Control: .*")?.unwrap_or_default());
     if expect_refused {
         out.should_contain("[pagesize] JVM will attempt to prevent THPs in thread stacks.")?;
         check(collapsed == 0 && refused == THREADS as u64, || format!("{collapsed} collapses succeeded, {refused} refused"))?;
+        // Refused because MADV_NOHUGEPAGE: the kernel's view of each refused stack.
+        check(out.number("Collapse:", "refused_nh")? == refused, || "a refused stack is not nh (refused for another reason)".into())?;
+        check(out.number("Collapse:", "refused_huge_kb")? == 0, || "a refused stack holds huge pages".into())?;
         check(after <= RSS_LIMIT_MB, || format!("RSS {after} MB larger than expected ({RSS_LIMIT_MB} MB)"))?;
     } else {
         check(collapsed * 10 >= THREADS as u64 * 9, || format!("only {collapsed} of {THREADS} collapses succeeded"))?;
@@ -185,10 +186,14 @@ fn collapse_child(vm: &Vm, count: usize) -> TestResult {
     }
     let rss_before = rtvm::testing::os::procfs::read_status()?.vm_rss_kb;
     let (mut collapsed, mut refused, mut other) = (0, 0, 0);
+    let mut refused_stacks = Vec::new();
     for t in &threads {
         match t.info().collapse_stack() {
             Ok(()) => collapsed += 1,
-            Err(e) if e.errno == rtvm::testing::os::Errno::EINVAL => refused += 1,
+            Err(e) if e.errno == rtvm::testing::os::Errno::EINVAL => {
+                refused += 1;
+                refused_stacks.push(t.info().layout.usable.clone());
+            }
             Err(e) => {
                 if other == 0 {
                     eprintln!("first unexpected collapse error: {e}");
@@ -197,11 +202,22 @@ fn collapse_child(vm: &Vm, count: usize) -> TestResult {
             }
         }
     }
+    // Why each refusal: the kernel's view of the refused stacks.
+    let entries = rtvm::testing::os::procfs::read_smaps()?;
+    let (mut refused_nh, mut refused_huge_kb) = (0, 0);
+    for r in &refused_stacks {
+        let overlapping: Vec<_> = entries.iter().filter(|e| e.map.start < r.end && e.map.end > r.start).collect();
+        if !overlapping.is_empty() && overlapping.iter().all(|e| e.has_flag("nh")) {
+            refused_nh += 1;
+        }
+        refused_huge_kb += overlapping.iter().map(|e| e.anon_huge_kb).sum::<u64>();
+    }
+    println!("Control: collapsed={}", collapse_control());
     for t in &threads {
         t.start();
     }
     gate.wait_started(count);
-    println!("Collapse: threads={count} collapsed={collapsed} refused={refused} other={other} rss_before_kB={rss_before}");
+    println!("Collapse: threads={count} collapsed={collapsed} refused={refused} refused_nh={refused_nh} refused_huge_kb={refused_huge_kb} other={other} rss_before_kB={rss_before}");
     println!("{}", rtvm::testing::memory_line("IdleThreads", count)?);
     gate.release();
     for t in threads {
@@ -210,12 +226,30 @@ fn collapse_child(vm: &Vm, count: usize) -> TestResult {
     Ok(())
 }
 
+/// MADV_COLLAPSE of an unadvised 8 MB mapping with one resident page per PMD region — what
+/// khugepaged would do to a fresh stack without the mitigation. `true` if it worked.
+fn collapse_control() -> bool {
+    use rtvm::testing::os::{Reservation, base_page_size};
+    let pmd = rtvm_testkit::kernel::thp_pmd_size().unwrap_or(2 << 20);
+    let len = 4 * pmd;
+    let Ok(r) = Reservation::reserve(len, pmd) else { return false };
+    if r.commit(0, len).is_err() {
+        return false;
+    }
+    let Some(words) = r.atomic_words(0, len) else { return false };
+    for region in 0..4 {
+        words[(region * pmd + pmd - base_page_size()) / 8].store(1, std::sync::atomic::Ordering::Relaxed);
+    }
+    r.collapse(0, len).is_ok()
+}
+
 pub fn main(vm: &Vm, args: &[String]) -> TestResult {
     match args.first().map(String::as_str) {
         Some("ENABLED") => enabled(),
         Some("DISABLED") => disabled(),
         Some("COLLAPSE-ENABLED") => collapse(&[], true),
         Some("COLLAPSE-DISABLED") => collapse(&UNMITIGATED, false),
+        Some("idle-child") => idle_child(vm, args.get(1).and_then(|n| n.parse().ok()).unwrap_or(THREADS)),
         Some("collapse-child") => collapse_child(vm, args.get(1).and_then(|n| n.parse().ok()).unwrap_or(THREADS)),
         other => Err(TestFailure(format!("unknown mode {other:?}")).into()),
     }
