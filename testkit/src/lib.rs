@@ -21,7 +21,7 @@ pub use harness::{require_tool, skip, Outcome, Skip, Test, CI_ENV};
 
 /// The binary's `main`: runs the listed test functions (each `fn() -> Outcome`) as trials.
 ///
-/// ```ignore
+/// ```text
 /// rtvm_testkit::tests!(first_test, second_test);
 /// ```
 #[macro_export]
