@@ -368,7 +368,7 @@ impl Heap {
                 log::info!(target: "gc+heap", "Background pretouch held until the embedder releases it (HoldBackgroundPreTouch)");
             }
             let task = Arc::new(PretouchTask::new(
-                Arc::clone(self),
+                PretouchTarget::Heap(Arc::clone(self)),
                 0,
                 len,
                 gang.size(),
@@ -398,19 +398,7 @@ impl Heap {
         offset: usize,
         len: usize,
     ) -> Result<PretouchReport, HeapError> {
-        let task = Arc::new(PretouchTask::new(
-            Arc::clone(self),
-            offset,
-            len,
-            gang.size(),
-            false,
-        ));
-        log_start(&task);
-        // Never wait for another task (a background pretouch of the initial heap): without a
-        // free gang the calling thread pretouches the range alone.
-        gang.run_now(Arc::clone(&task) as Arc<dyn GangTask>, task.workers.max(1))
-            .map_err(HeapError::Task)?;
-        task.finish()
+        pretouch_now(PretouchTarget::Heap(Arc::clone(self)), gang, offset, len)
     }
 
     /// What the synchronous initial pretouch did (`None` without `AlwaysPreTouch`, or while
@@ -938,24 +926,106 @@ impl Nursery<'_> {
     }
 }
 
-fn log_start(task: &PretouchTask) {
+/// Pretouches `[offset, offset+len)` of `target` on the gang and waits. Never waits for
+/// another task (a background pretouch): without a free gang the calling thread pretouches
+/// the range alone.
+pub(crate) fn pretouch_now(
+    target: PretouchTarget,
+    gang: &WorkerGang,
+    offset: usize,
+    len: usize,
+) -> Result<PretouchReport, HeapError> {
+    let task = Arc::new(PretouchTask::new(target, offset, len, gang.size(), false));
+    log_start(&task);
+    gang.run_now(Arc::clone(&task) as Arc<dyn GangTask>, task.workers.max(1))
+        .map_err(HeapError::Task)?;
+    task.finish()
+}
+
+pub(crate) fn log_start(task: &PretouchTask) {
+    let target = task.target.log_target();
     if task.workers == 0 {
-        log::debug!(target: "gc+heap", "Running PreTouch task pre-touching {}B.", task.len);
+        log::debug!(target: target, "Running PreTouch task pre-touching {}B{}.", task.len, task.target.what());
     } else {
         log::debug!(
-            target: "gc+heap",
-            "Running PreTouch task with {} workers for {} work units pre-touching {}B.",
+            target: target,
+            "Running PreTouch task with {} workers for {} work units pre-touching {}B{}.",
             task.workers,
             task.units,
-            task.len
+            task.len,
+            task.target.what()
         );
+    }
+}
+
+/// What a pretouch task makes resident: the heap, or memory an embedder mapped through the
+/// VM ([`VmMemory`](crate::VmMemory)).
+#[derive(Debug)]
+pub(crate) enum PretouchTarget {
+    Heap(Arc<Heap>),
+    Memory(Arc<crate::memory::MemoryInner>),
+}
+
+impl PretouchTarget {
+    fn reservation(&self) -> &Reservation {
+        match self {
+            PretouchTarget::Heap(h) => &h.reservation,
+            PretouchTarget::Memory(m) => &m.reservation,
+        }
+    }
+
+    fn request(&self) -> &PretouchRequest {
+        match self {
+            PretouchTarget::Heap(h) => &h.config.request,
+            PretouchTarget::Memory(m) => &m.request,
+        }
+    }
+
+    fn page_size(&self) -> usize {
+        match self {
+            PretouchTarget::Heap(h) => h.config.page_size,
+            PretouchTarget::Memory(m) => m.page_size,
+        }
+    }
+
+    fn chunk_size(&self) -> usize {
+        match self {
+            PretouchTarget::Heap(h) => h.config.chunk_size,
+            PretouchTarget::Memory(m) => m.chunk_size,
+        }
+    }
+
+    /// The `-Xlog` tag set: the heap's is `gc+heap`, an embedder's memory is `os`'s.
+    fn log_target(&self) -> &'static str {
+        match self {
+            PretouchTarget::Heap(_) => "gc+heap",
+            PretouchTarget::Memory(_) => "os",
+        }
+    }
+
+    /// What is pretouched, for log lines: nothing for the heap (HotSpot's words).
+    fn what(&self) -> String {
+        match self {
+            PretouchTarget::Heap(_) => String::new(),
+            PretouchTarget::Memory(m) => {
+                format!(" of {} [{:#x}]", m.category, m.reservation.base())
+            }
+        }
+    }
+
+    /// Holds apply to the heap's background pretouch.
+    fn enter_chunk(&self) -> Option<ActiveChunk<'_>> {
+        match self {
+            PretouchTarget::Heap(h) => Some(h.enter_chunk()),
+            PretouchTarget::Memory(_) => None,
+        }
     }
 }
 
 /// Chunked pretouch of `[offset, offset+len)`: workers claim chunks from an atomic cursor.
 #[derive(Debug)]
 pub(crate) struct PretouchTask {
-    heap: Arc<Heap>,
+    target: PretouchTarget,
     offset: usize,
     len: usize,
     chunk: usize,
@@ -987,17 +1057,17 @@ pub(crate) fn plan(len: usize, chunk: usize, gang: usize) -> (usize, usize) {
 }
 
 impl PretouchTask {
-    fn new(
-        heap: Arc<Heap>,
+    pub(crate) fn new(
+        target: PretouchTarget,
         offset: usize,
         len: usize,
         gang: usize,
         background: bool,
     ) -> PretouchTask {
-        let chunk = chunk_size(heap.config.chunk_size, heap.config.page_size);
+        let chunk = chunk_size(target.chunk_size(), target.page_size());
         let (units, workers) = plan(len, chunk, gang);
         PretouchTask {
-            heap,
+            target,
             offset,
             len,
             chunk,
@@ -1029,8 +1099,9 @@ impl PretouchTask {
         {
             let done = self.done.load(Ordering::Relaxed);
             log::debug!(
-                target: "gc+heap",
-                "PreTouch progress: {}B of {}B ({:.0}%) after {:.3}s",
+                target: self.target.log_target(),
+                "PreTouch progress{}: {}B of {}B ({:.0}%) after {:.3}s",
+                self.target.what(),
                 done,
                 self.len,
                 done as f64 * 100.0 / self.len as f64,
@@ -1043,7 +1114,7 @@ impl PretouchTask {
         if self.fallback_used.load(Ordering::Relaxed) {
             Primitive::AtomicAdd
         } else {
-            rtvm_os_linux::pretouch::primitive_for(&self.heap.config.request)
+            rtvm_os_linux::pretouch::primitive_for(self.target.request())
         }
     }
 
@@ -1058,27 +1129,33 @@ impl PretouchTask {
             .unwrap_or_else(|p| p.into_inner())
             .as_ref()
         {
-            log::error!(target: "gc+heap", "PreTouch failed after {:.3}s: {e}", elapsed.as_secs_f64());
+            log::error!(target: self.target.log_target(), "PreTouch{} failed after {:.3}s: {e}", self.target.what(), elapsed.as_secs_f64());
             return;
         }
         log::info!(
-            target: "gc+heap",
-            "Pretouched {}B in {:.3}s ({:.2} GB/s) with {} workers, chunk {}, {}, page size {}",
+            target: self.target.log_target(),
+            "Pretouched {}B{} in {:.3}s ({:.2} GB/s) with {} workers, chunk {}, {}, page size {}",
             self.len,
+            self.target.what(),
             elapsed.as_secs_f64(),
             self.len as f64 / elapsed.as_secs_f64().max(1e-9) / 1e9,
             self.workers,
             format_exact_size(self.chunk as u64),
             self.primitive(),
-            format_page_size(self.heap.config.page_size as u64)
+            format_page_size(self.target.page_size() as u64)
         );
         if self.background {
-            log::info!(target: "gc+heap", "Background pretouch completed");
+            log::info!(target: self.target.log_target(), "Background pretouch{} completed", self.target.what());
         }
     }
 
     /// The report, or the first error, once every worker has left.
-    fn finish(&self) -> Result<PretouchReport, HeapError> {
+    /// Workers the task runs on.
+    pub(crate) fn workers(&self) -> usize {
+        self.workers
+    }
+
+    pub(crate) fn finish(&self) -> Result<PretouchReport, HeapError> {
         if let Some(e) = self.error.lock().unwrap_or_else(|p| p.into_inner()).clone() {
             return Err(HeapError::Pretouch(e));
         }
@@ -1101,16 +1178,16 @@ impl GangTask for PretouchTask {
     fn work(&self, _worker_id: usize) {
         loop {
             // Held here before each chunk; counted active until the iteration ends.
-            let _active = self.background.then(|| self.heap.enter_chunk());
+            let _active = self.background.then(|| self.target.enter_chunk()).flatten();
             let start = self.cursor.fetch_add(self.chunk, Ordering::Relaxed);
             if start >= self.len {
                 break;
             }
             let n = self.chunk.min(self.len - start);
             match self
-                .heap
-                .reservation
-                .pretouch(self.offset + start, n, &self.heap.config.request)
+                .target
+                .reservation()
+                .pretouch(self.offset + start, n, self.target.request())
             {
                 Ok(p) => {
                     if p.primitive == Primitive::AtomicAdd {

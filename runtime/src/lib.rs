@@ -34,6 +34,7 @@ mod error;
 mod heap;
 pub mod launcher;
 mod mains;
+mod memory;
 mod nmt;
 mod output;
 mod threads;
@@ -46,7 +47,8 @@ pub use error::{CreateError, ErrorCode, ErrorKind, ShutdownError};
 pub use heap::{
     Heap, HeapBlock, HeapError, HeapStats, Nursery, PretouchHold, PretouchReport, Tlab,
 };
-pub use nmt::{NmtScale, NmtSummary, StackDetail, Usage};
+pub use memory::{MemoryError, MemoryRequest, VmMemory};
+pub use nmt::{MemoryDetail, NmtScale, NmtSummary, StackDetail, Usage};
 pub use output::{Output, Stream};
 pub use threads::{
     AttachedThread, StackBounds, StackPolicy, ThreadError, ThreadInfo, ThreadKind, ThreadState,

@@ -26,6 +26,19 @@ pub struct Usage {
     pub committed: u64,
 }
 
+/// One memory an embedder mapped through the VM ([`VmMemory`](crate::VmMemory)).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemoryDetail {
+    /// The NMT category the embedder named.
+    pub category: String,
+    /// Mapping start.
+    pub start: usize,
+    /// Mapping end (guard included).
+    pub end: usize,
+    /// Committed (usable) bytes.
+    pub committed: u64,
+}
+
 /// One thread stack, for `detail`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StackDetail {
@@ -98,6 +111,8 @@ pub struct NmtSummary {
     pub malloc: Option<Usage>,
     /// Per-stack lines (`detail` only).
     pub stack_details: Vec<StackDetail>,
+    /// Embedder memories, each counted in its category.
+    pub memories: Vec<MemoryDetail>,
 }
 
 impl NmtSummary {
@@ -106,6 +121,7 @@ impl NmtSummary {
         heap_range: std::ops::Range<usize>,
         heap_pages: String,
         threads: &[std::sync::Arc<ThreadInfo>],
+        memories: &[std::sync::Arc<crate::memory::MemoryInner>],
         detail: bool,
     ) -> NmtSummary {
         let mut stacks = Usage::default();
@@ -138,14 +154,51 @@ impl NmtSummary {
             stacks,
             malloc,
             stack_details,
+            memories: memories
+                .iter()
+                .map(|m| {
+                    let (category, _, committed, range) = m.nmt();
+                    MemoryDetail {
+                        category,
+                        start: range.start,
+                        end: range.end,
+                        committed,
+                    }
+                })
+                .collect(),
         }
     }
 
-    /// Mapped memory: heap and stacks.
+    /// The embedder memories by category, in the order the categories first appear.
+    pub fn memory_categories(&self) -> Vec<(String, Usage)> {
+        let mut out: Vec<(String, Usage)> = Vec::new();
+        for m in &self.memories {
+            let reserved = (m.end - m.start) as u64;
+            match out.iter_mut().find(|(c, _)| *c == m.category) {
+                Some((_, u)) => {
+                    u.reserved += reserved;
+                    u.committed += m.committed;
+                }
+                None => out.push((
+                    m.category.clone(),
+                    Usage {
+                        reserved,
+                        committed: m.committed,
+                    },
+                )),
+            }
+        }
+        out
+    }
+
+    /// Mapped memory: heap, stacks and embedder memories.
     pub fn mmap(&self) -> Usage {
+        let (reserved, committed) = self.memories.iter().fold((0, 0), |(r, c), m| {
+            (r + (m.end - m.start) as u64, c + m.committed)
+        });
         Usage {
-            reserved: self.heap.reserved + self.stacks.reserved,
-            committed: self.heap.committed + self.stacks.committed,
+            reserved: self.heap.reserved + self.stacks.reserved + reserved,
+            committed: self.heap.committed + self.stacks.committed + committed,
         }
     }
 
@@ -224,6 +277,18 @@ impl NmtSummary {
             ),
         );
         let _ = writeln!(s, " ");
+        for (name, u) in self.memory_categories() {
+            category(&mut s, &name, u);
+            sub(
+                &mut s,
+                &format!(
+                    "(mmap: reserved={}, committed={}) ",
+                    amount(u.reserved),
+                    amount(u.committed)
+                ),
+            );
+            let _ = writeln!(s, " ");
+        }
         if let Some(m) = self.malloc {
             category(&mut s, "Other", m);
             sub(&mut s, &format!("(malloc={})", amount(m.committed)));
@@ -277,6 +342,26 @@ impl NmtSummary {
             }
             let _ = writeln!(s);
         }
+        for m in &self.memories {
+            let _ = writeln!(
+                s,
+                "[{:#018x} - {:#018x}] reserved {} for {}",
+                m.start,
+                m.end,
+                amount((m.end - m.start) as u64),
+                m.category
+            );
+            if m.committed > 0 {
+                let _ = writeln!(
+                    s,
+                    "\t[{:#018x} - {:#018x}] committed {}",
+                    m.start,
+                    m.start + m.committed as usize,
+                    amount(m.committed)
+                );
+            }
+            let _ = writeln!(s);
+        }
         let _ = writeln!(s, "Details:");
         let _ = writeln!(s);
         let _ = writeln!(
@@ -301,6 +386,17 @@ impl NmtSummary {
             amount(self.stacks.committed)
         );
         let _ = writeln!(s);
+        for (name, u) in self.memory_categories() {
+            let _ = writeln!(s, "[rtvm embedder memory: VmHandle::reserve_memory]");
+            let _ = writeln!(
+                s,
+                "{:29}(reserved={}, committed={} Type={name})",
+                "",
+                amount(u.reserved),
+                amount(u.committed)
+            );
+            let _ = writeln!(s);
+        }
     }
 }
 
@@ -316,6 +412,7 @@ mod tests {
             },
             heap_range: (0x7f00_0000_0000, 0x7f00_0000_0000 + 6320816128),
             heap_pages: "4K pages".into(),
+            memories: vec![],
             thread_count: 13,
             stacks: Usage {
                 reserved: 13631488,

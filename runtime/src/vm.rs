@@ -157,8 +157,8 @@ fn proper_unit(bytes: u64) -> String {
 }
 
 /// Everything a VM owns. Field order is drop order: the workers stop before the heap goes.
-struct VmInner {
-    gang: WorkerGang,
+pub(crate) struct VmInner {
+    pub(crate) gang: WorkerGang,
     heap: Arc<Heap>,
     registry: Arc<Registry>,
     flags: Flags,
@@ -167,6 +167,8 @@ struct VmInner {
     start: Instant,
     output: Output,
     process: Mutex<Option<ProcessState>>,
+    /// Memory embedders mapped through the VM, for NMT.
+    memories: crate::memory::MemoryRegistry,
 }
 
 /// The VM, owned: [`Vm::create`] makes it, [`Vm::shutdown`] (or dropping it) tears it
@@ -352,6 +354,7 @@ impl Vm {
                     start,
                     output,
                     process: Mutex::new(Some(process)),
+                    memories: crate::memory::MemoryRegistry::default(),
                 }),
             },
         };
@@ -443,6 +446,14 @@ impl VmHandle {
         &self.inner.heap
     }
 
+    pub(crate) fn memories(&self) -> &crate::memory::MemoryRegistry {
+        &self.inner.memories
+    }
+
+    pub(crate) fn downgrade(&self) -> std::sync::Weak<VmInner> {
+        Arc::downgrade(&self.inner)
+    }
+
     /// Releases the background pretouch held at start-up by `-XX:+HoldBackgroundPreTouch`;
     /// `false` if it was not held (or was released already). See also
     /// [`Heap::hold_pretouch`].
@@ -479,6 +490,11 @@ impl VmHandle {
     /// The worker gang (a test tool: it runs the VM's own parallel tasks).
     #[cfg(feature = "testing")]
     pub fn gang(&self) -> &WorkerGang {
+        &self.inner.gang
+    }
+
+    #[cfg(not(feature = "testing"))]
+    pub(crate) fn gang(&self) -> &WorkerGang {
         &self.inner.gang
     }
 
@@ -574,6 +590,7 @@ impl VmInner {
                 self.heap.range(),
                 self.heap.page_description(),
                 &self.registry.list(),
+                &self.memories.list(),
                 mode == "detail",
             )
         })

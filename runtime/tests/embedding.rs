@@ -298,3 +298,138 @@ fn exit_requests_come_back_as_exited_with_their_output_in_the_hook() {
         create(&["-Xmx64m"]).unwrap().shutdown().unwrap();
     }
 }
+
+/// Memory an embedder maps through the VM, as the kernel sees it: `initial` bytes read-write
+/// and the rest of the capacity plus the guard PROT_NONE, at an address that never moves;
+/// growing commits (and with AlwaysPreTouch pretouches: mincore finds every page) more; a
+/// growth beyond the capacity is refused and changes nothing; NMT counts it in its category
+/// (summary and detail); dropping it unmaps it.
+#[test]
+#[serial]
+fn embedder_memory_reserve_grow_nmt_and_release() {
+    const MIB: usize = 1 << 20;
+    let vm = create(&[
+        "-Xmx32m",
+        "-XX:+AlwaysPreTouch",
+        "-XX:NativeMemoryTracking=detail",
+    ])
+    .unwrap();
+    let mut m = vm
+        .reserve_memory(
+            rtvm::MemoryRequest::new("Wasm Memory", 64 * MIB)
+                .guard(32 * MIB)
+                .initial(MIB),
+        )
+        .unwrap();
+    let base = m.base() as usize;
+    assert_eq!(
+        (m.size(), m.capacity(), m.guard()),
+        (MIB, 64 * MIB, 32 * MIB)
+    );
+    let maps = procfs::maps_overlapping(base, base + 96 * MIB).unwrap();
+    let rw: usize = maps
+        .iter()
+        .filter(|e| e.perms.starts_with("rw"))
+        .map(|e| e.len())
+        .sum();
+    let none: usize = maps
+        .iter()
+        .filter(|e| e.is_protected_none())
+        .map(|e| e.len())
+        .sum();
+    assert_eq!((rw, none), (MIB, 95 * MIB), "{maps:?}");
+    assert_eq!(m.resident_bytes(), MIB, "pretouched at creation");
+
+    m.grow_to(16 * MIB + 1).unwrap();
+    assert_eq!(m.size(), 16 * MIB + 4096, "rounded up to the page");
+    assert_eq!(m.base() as usize, base, "grown in place");
+    assert_eq!(m.resident_bytes(), m.size(), "the growth is pretouched");
+    let e = m.grow_to(65 * MIB).unwrap_err();
+    assert!(matches!(e, rtvm::MemoryError::Capacity { .. }), "{e}");
+    assert_eq!(m.size(), 16 * MIB + 4096);
+
+    let n = vm.native_memory_summary().unwrap();
+    let report = n.report();
+    assert!(
+        report.contains(&format!(
+            "\n-               Wasm Memory (reserved={}, committed={})\n",
+            96 * MIB,
+            16 * MIB + 4096
+        )),
+        "{report}"
+    );
+    assert!(
+        report.contains(&format!("] reserved {} for Wasm Memory\n", 96 * MIB)),
+        "{report}"
+    );
+    assert!(report.contains("Type=Wasm Memory)"), "{report}");
+    let total_mmap = n.mmap();
+    assert!(total_mmap.reserved >= (32 + 96) as u64 * MIB as u64);
+
+    drop(m);
+    assert!(procfs::maps_overlapping(base, base + 96 * MIB)
+        .unwrap()
+        .is_empty());
+    assert!(!vm
+        .native_memory_summary()
+        .unwrap()
+        .report()
+        .contains("Wasm Memory"));
+    // Requests that make no sense are refused with the category named.
+    let e = vm
+        .reserve_memory(rtvm::MemoryRequest::new("Bad", 0))
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "invalid memory request for Bad: capacity is zero"
+    );
+    let e = vm
+        .reserve_memory(rtvm::MemoryRequest::new("Bad", MIB).initial(2 * MIB))
+        .unwrap_err();
+    assert!(
+        e.to_string().ends_with("initial size beyond the capacity"),
+        "{e}"
+    );
+    vm.shutdown().unwrap();
+}
+
+/// With BackgroundPreTouch the reservation returns at once and the gang pretouches; with
+/// UseTransparentHugePages (madvise mode) the memory is THP-aligned and advised (`hg`).
+#[test]
+#[serial]
+fn embedder_memory_background_pretouch_and_thp() {
+    const MIB: usize = 1 << 20;
+    let thp_madvise = rtvm_testkit::kernel::thp_mode().as_deref() == Some("madvise");
+    let vm = create(&[
+        "-Xmx32m",
+        "-XX:+AlwaysPreTouch",
+        "-XX:+UnlockExperimentalVMOptions",
+        "-XX:+BackgroundPreTouch",
+        "-XX:+UseTransparentHugePages",
+        "-XX:ParallelGCThreads=2",
+    ])
+    .unwrap();
+    vm.wait_for_pretouch().unwrap();
+    let mut m = vm
+        .reserve_memory(rtvm::MemoryRequest::new("Arena", 256 * MIB).initial(128 * MIB))
+        .unwrap();
+    let report = m
+        .wait_for_pretouch()
+        .unwrap()
+        .expect("a background pretouch ran");
+    assert_eq!(report.bytes, 128 * MIB);
+    assert_eq!(m.resident_bytes(), 128 * MIB);
+    if let Some(pmd) = rtvm_testkit::kernel::thp_pmd_size() {
+        if thp_madvise {
+            assert_eq!(m.page_size(), pmd);
+            assert_eq!(m.base() as usize % pmd, 0, "aligned to the THP size");
+            let smaps = procfs::smaps_overlapping(m.base() as usize, m.base() as usize + 256 * MIB)
+                .unwrap();
+            assert!(smaps.iter().all(|e| e.has_flag("hg")), "{smaps:?}");
+        }
+    }
+    vm.shutdown().unwrap();
+    // The memory outlives the VM; a growth is then pretouched by the caller.
+    m.grow_to(160 * MIB).unwrap();
+    assert_eq!(m.resident_bytes(), 160 * MIB);
+}
