@@ -69,6 +69,7 @@ typedef struct rtvm_vm rtvm_vm;
 
 /* An opaque handle of a VM thread started with rtvm_thread_start. */
 typedef struct rtvm_thread rtvm_thread;
+typedef struct rtvm_memory rtvm_memory;
 
 /* The output hook (JNI's "vfprintf" option): receives every piece of text the VM prints —
  * flag listings, the NMT report, warnings, -Xlog output for stdout/stderr, -Xlog:help,
@@ -123,6 +124,16 @@ typedef struct rtvm_tlab {
     rtvm_vm *vm;
     size_t buffer_size;  /* bytes taken from the heap per refill */
 } rtvm_tlab;
+
+/* Memory of the embedder's own (a language runtime's linear memory, code cache or arena),
+ * mapped through rtvm_memory_reserve. Sizes are in bytes. */
+typedef struct rtvm_memory_info {
+    void *base;        /* the first byte: the memory's address for its whole life */
+    size_t size;       /* bytes usable now (committed read-write), from base */
+    size_t capacity;   /* bytes it can grow into in place */
+    size_t guard;      /* bytes after the capacity that fault (PROT_NONE) */
+    size_t page_size;  /* the transparent huge page size when advised, else the base page */
+} rtvm_memory_info;
 
 /* A thread body. Runs on a VM thread whose stack rtvm mapped, guarded and protected from
  * transparent huge pages before the thread started. It may end its thread with
@@ -205,6 +216,37 @@ int rtvm_heap_resident(rtvm_vm *vm, size_t *out);
  * the heap is pretouched from now on. Returns RTVM_OK, or RTVM_EINVAL if it was not held
  * (the flag not given, or released already). A shutdown releases it too. Any thread. */
 int rtvm_release_pretouch(rtvm_vm *vm);
+
+/* Reserves memory for the embedder with the VM's policies: `capacity` bytes it can grow into
+ * in place followed by `guard` bytes that fault, at an address that never moves, with
+ * `initial` bytes committed (sizes round up to the base page). Under
+ * -XX:+UseTransparentHugePages (THP mode madvise) the reservation is aligned to the huge page
+ * size and advised for huge pages; with -XX:+AlwaysPreTouch the committed part is pretouched
+ * by the worker gang (-XX:+BackgroundPreTouch: in the background, so the call returns at once
+ * and the memory is usable meanwhile). NMT counts it under `category` (summary, virtual
+ * memory map and details). -Xlog:os reports each reservation and growth. Stores the handle
+ * in *memory_out. Errors: RTVM_EINVAL (NULL arguments, zero capacity, initial beyond the
+ * capacity, sizes that overflow), RTVM_ENOMEM (no address space or memory: reserve, commit
+ * or pretouch), RTVM_ESHUTDOWN (the VM is being destroyed); rtvm_last_error names the
+ * operation and the errno. The memory does not keep the VM alive and stays usable after
+ * rtvm_destroy (a growth is then pretouched by the calling thread alone). Any thread. */
+int rtvm_memory_reserve(rtvm_vm *vm, const char *category, size_t capacity, size_t guard, size_t initial, rtvm_memory **memory_out);
+
+/* Grows the usable part to new_size bytes: commits (and with -XX:+AlwaysPreTouch
+ * pretouches) the new part; a size at or below the current one changes nothing. On failure
+ * the memory keeps its size and what was committed for the attempt is given back: RTVM_ENOMEM
+ * (beyond the capacity, or the commit failed), RTVM_ERR (the pretouch failed). Any thread;
+ * calls on one memory are serialized. */
+int rtvm_memory_grow(rtvm_memory *memory, size_t new_size);
+
+/* Fills *out with the memory's figures. Any thread (waits for a growth in progress on it). */
+int rtvm_memory_get_info(rtvm_memory *memory, rtvm_memory_info *out);
+
+/* Unmaps the memory (after waiting for its background pretouch, if one runs) and frees the
+ * handle; its pages must not be used afterwards. RTVM_OK, or the code of a background
+ * pretouch that failed (the memory is unmapped anyway). NULL is a no-op. Once per handle,
+ * with no other call on it running. */
+int rtvm_memory_release(rtvm_memory *memory);
 
 /* Starts a VM thread named `name` running fn(arg), with the stack size of -Xss, and stores
  * its handle in *thread_out. Errors: RTVM_EAGAIN (a thread, process or mapping limit),

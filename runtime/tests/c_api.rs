@@ -40,6 +40,7 @@ rtvm_testkit::tests!(
     c_threads_pthread_exit_and_error_codes,
     c_destroy_rules,
     c_pretouch_hold_and_release,
+    c_embedder_memory_reserve_grow_nmt_release,
     c_dlopen_dlclose_100_times_with_a_host_signal_handler,
 );
 
@@ -268,6 +269,10 @@ fn c_destroy_rules() -> Outcome {
 
 fn c_pretouch_hold_and_release() -> Outcome {
     capi_mode("pretouch-hold")
+}
+
+fn c_embedder_memory_reserve_grow_nmt_release() -> Outcome {
+    capi_mode("memory")
 }
 
 fn c_dlopen_dlclose_100_times_with_a_host_signal_handler() -> Outcome {

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -558,6 +559,123 @@ static void mode_pretouch_hold(void) {
     printf("held: 0 bytes resident after 200 ms; released; EINVAL for the rest\n");
 }
 
+/* ---- embedder memory ---- */
+
+/* The permissions of the /proc/self/maps mapping holding addr ("" if none), in perms[5]. */
+static void perms_at(uintptr_t addr, char perms[5]) {
+    perms[0] = '\0';
+    FILE *f = fopen("/proc/self/maps", "r");
+    EXPECT(f != NULL, "/proc/self/maps: %s", strerror(errno));
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        uintptr_t a, b;
+        char p[5];
+        if (sscanf(line, "%lx-%lx %4s", &a, &b, p) == 3 && a <= addr && addr < b) {
+            memcpy(perms, p, 5);
+            break;
+        }
+    }
+    fclose(f);
+}
+
+/* Resident bytes of [p, p + len) by mincore (the kernel's view). */
+static size_t resident(void *p, size_t len) {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), pages = len / page, n = 0;
+    unsigned char *vec = malloc(pages);
+    EXPECT(mincore(p, len, vec) == 0, "mincore: %s", strerror(errno));
+    for (size_t i = 0; i < pages; i++) n += vec[i] & 1;
+    free(vec);
+    return n * page;
+}
+
+/* The NMT report's line for a category, or NULL (the buffer is the caller's to free). */
+static char *nmt_report(rtvm_vm *vm) {
+    size_t n = 0;
+    rtvm_nmt_summary(vm, NULL, 0, &n);
+    char *buf = malloc(n);
+    OKAY(rtvm_nmt_summary(vm, buf, n, NULL));
+    return buf;
+}
+
+/* rtvm_memory_*: reserve with a guard, pretouched initial part, growth in place, growth
+ * beyond the capacity refused with the size kept, NMT's category, release unmaps, a memory
+ * outlives its VM, and every bad argument is RTVM_EINVAL with a message. */
+static void mode_memory(void) {
+    const size_t MiB = 1 << 20;
+    const char *options[] = {"-Xmx64m", "-XX:+AlwaysPreTouch", "-XX:NativeMemoryTracking=summary"};
+    rtvm_vm *vm = create(options, 3);
+    rtvm_memory *m = NULL;
+    OKAY(rtvm_memory_reserve(vm, "Wasm Memory", 64 * MiB, 2 * MiB, MiB, &m));
+    rtvm_memory_info info;
+    OKAY(rtvm_memory_get_info(m, &info));
+    EXPECT(info.base != NULL && info.size == MiB && info.capacity == 64 * MiB && info.guard == 2 * MiB &&
+               info.page_size >= (size_t)sysconf(_SC_PAGESIZE),
+           "info: base %p size %zu capacity %zu guard %zu page %zu", info.base, info.size, info.capacity,
+           info.guard, info.page_size);
+    char *base = info.base;
+    char perms[5];
+    EXPECT(resident(base, MiB) == MiB, "-XX:+AlwaysPreTouch: the initial MiB is not all resident");
+    perms_at((uintptr_t)base, perms);
+    EXPECT(!strcmp(perms, "rw-p"), "the usable part is %s", perms);
+    perms_at((uintptr_t)base + MiB, perms);
+    EXPECT(!strcmp(perms, "---p"), "beyond the size: %s", perms);
+    perms_at((uintptr_t)base + 64 * MiB + MiB, perms);
+    EXPECT(!strcmp(perms, "---p"), "the guard is %s", perms);
+    base[MiB - 1] = 1;
+
+    OKAY(rtvm_memory_grow(m, 8 * MiB));
+    OKAY(rtvm_memory_get_info(m, &info));
+    EXPECT(info.base == base && info.size == 8 * MiB, "after growth: base %p size %zu", info.base, info.size);
+    EXPECT(resident(base, 8 * MiB) == 8 * MiB, "the growth was not pretouched");
+    base[8 * MiB - 1] = 1;
+    int rc = rtvm_memory_grow(m, 65 * MiB);
+    EXPECT(rc == RTVM_ENOMEM && strstr(rtvm_last_error(), "cannot grow to 68157440 bytes") != NULL,
+           "growth beyond the capacity: code %d", rc);
+    OKAY(rtvm_memory_get_info(m, &info));
+    EXPECT(info.size == 8 * MiB, "a refused growth changed the size to %zu", info.size);
+    OKAY(rtvm_memory_grow(m, MiB)); /* smaller: nothing changes */
+
+    char *report = nmt_report(vm);
+    const char *line = strstr(report, "Wasm Memory (reserved=");
+    EXPECT(line != NULL, "NMT has no Wasm Memory category:\n%s", report);
+    EXPECT(strstr(line, "committed=8388608)") != NULL, "NMT's Wasm Memory line: %.80s", line);
+    free(report);
+
+    OKAY(rtvm_memory_release(m));
+    perms_at((uintptr_t)base, perms);
+    EXPECT(perms[0] == '\0', "released, yet still mapped (%s)", perms);
+    report = nmt_report(vm);
+    EXPECT(strstr(report, "Wasm Memory") == NULL, "NMT still counts a released memory");
+    free(report);
+    OKAY(rtvm_memory_release(NULL));
+
+    /* Bad arguments. */
+    EXPECT(rtvm_memory_reserve(NULL, "x", MiB, 0, 0, &m) == RTVM_EINVAL, "NULL vm");
+    EXPECT(rtvm_memory_reserve(vm, NULL, MiB, 0, 0, &m) == RTVM_EINVAL, "NULL category");
+    EXPECT(rtvm_memory_reserve(vm, "x", MiB, 0, 0, NULL) == RTVM_EINVAL, "NULL memory_out");
+    EXPECT(rtvm_memory_reserve(vm, "x", 0, 0, 0, &m) == RTVM_EINVAL, "zero capacity");
+    EXPECT(rtvm_memory_reserve(vm, "x", MiB, 0, 2 * MiB, &m) == RTVM_EINVAL &&
+               strstr(rtvm_last_error(), "invalid memory request for x") != NULL,
+           "initial beyond the capacity");
+    EXPECT(rtvm_memory_reserve(vm, "x", SIZE_MAX, SIZE_MAX, 0, &m) == RTVM_EINVAL, "sizes that overflow");
+    rc = rtvm_memory_reserve(vm, "x", (size_t)1 << 62, 0, 0, &m);
+    EXPECT(rc == RTVM_ENOMEM && strstr(rtvm_last_error(), "errno=12") != NULL,
+           "4 EiB of address space: code %d", rc);
+    EXPECT(rtvm_memory_grow(NULL, MiB) == RTVM_EINVAL, "grow(NULL)");
+    EXPECT(rtvm_memory_get_info(NULL, &info) == RTVM_EINVAL, "get_info(NULL)");
+
+    /* A memory outlives its VM: growth is then pretouched by the caller. */
+    OKAY(rtvm_memory_reserve(vm, "late", 16 * MiB, 0, MiB, &m));
+    OKAY(rtvm_destroy(vm));
+    OKAY(rtvm_memory_grow(m, 4 * MiB));
+    OKAY(rtvm_memory_get_info(m, &info));
+    EXPECT(resident(info.base, 4 * MiB) == 4 * MiB, "growth after the destroy was not pretouched");
+    memset(info.base, 7, 4 * MiB);
+    OKAY(rtvm_memory_release(m));
+    printf("memory: reserve 64 MiB + 2 MiB guard, 1 MiB pretouched, grown to 8 MiB in place, "
+           "beyond capacity RTVM_ENOMEM, NMT category, release unmaps, outlives its VM\n");
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: capi_test <mode>\n");
@@ -574,6 +692,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(m, "threads")) mode_threads();
     else if (!strcmp(m, "destroy-rules")) mode_destroy_rules();
     else if (!strcmp(m, "pretouch-hold")) mode_pretouch_hold();
+    else if (!strcmp(m, "memory")) mode_memory();
     else {
         fprintf(stderr, "unknown mode %s\n", m);
         return 2;
