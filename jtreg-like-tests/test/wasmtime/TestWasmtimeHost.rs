@@ -13,7 +13,7 @@
  *          outside wasm, on a thread that ran wasm, is rtvm's report and an abort
  * @key wasmtime
  * @requires os.family == "linux"
- * @run main/manual/timeout=1800 TestWasmtimeHost
+ * @run main/manual TestWasmtimeHost
  */
 
 use std::path::PathBuf;
