@@ -35,6 +35,10 @@ fn entry_for(maps: &[procfs::MapsEntry], range: &std::ops::Range<usize>) -> proc
 #[test]
 #[serial]
 fn mitigated_stack_has_its_guards_and_nh_before_any_thread() {
+    // Alone in a child: the range check after the unmap must not see another test's mapping.
+    if isolated("mitigated_stack_has_its_guards_and_nh_before_any_thread") {
+        return;
+    }
     let s = StackMapping::map(&spec(2 * MIB + base_page_size(), true, "early")).unwrap();
     let l = s.layout().clone();
     let maps = maps_in(l.mapping.start, l.mapping.end);
@@ -75,6 +79,10 @@ fn mitigated_stack_has_its_guards_and_nh_before_any_thread() {
 #[test]
 #[serial]
 fn unmitigated_stack_is_plain_until_the_thread_guards_it() {
+    // Alone in a child: the range check after the unmap must not see another test's mapping.
+    if isolated("unmitigated_stack_is_plain_until_the_thread_guards_it") {
+        return;
+    }
     let s = StackMapping::map(&spec(2 * MIB, false, "late")).unwrap();
     let l = s.layout().clone();
     let maps = maps_in(l.mapping.start, l.mapping.end);
@@ -236,6 +244,10 @@ fn stack_overflow_is_reported_with_its_zone_and_aborts() {
 #[test]
 #[serial]
 fn spawn_failure_leaks_no_mapping() {
+    // Alone in a child: the range check after the unmap must not see another test's mapping.
+    if isolated("spawn_failure_leaks_no_mapping") {
+        return;
+    }
     // A usable part below PTHREAD_STACK_MIN makes pthread_attr_setstack fail.
     let page = base_page_size();
     let s = StackMapping::map(&StackSpec {
@@ -269,6 +281,10 @@ unsafe extern "C-unwind" fn returns(_: *mut libc::c_void) {}
 #[test]
 #[serial]
 fn foreign_bodies_may_pthread_exit() {
+    // Alone in a child: the range check after the unmap must not see another test's mapping.
+    if isolated("foreign_bodies_may_pthread_exit") {
+        return;
+    }
     for f in [
         calls_pthread_exit as unsafe extern "C-unwind" fn(_),
         returns,

@@ -38,3 +38,29 @@ pub fn value_after<'a>(text: &'a str, key: &str) -> Option<&'a str> {
     text.lines()
         .find_map(|l| l.find(key).map(|i| &l[i + key.len()..]))
 }
+
+/// Runs `test` — the calling test itself — again in a child process of its own and asserts
+/// that it passed there; returns `false` in that child, where the caller goes on with its
+/// body. For tests that compare `/proc/self/maps` before and after: in the test binary the
+/// harness starts threads for other tests meanwhile (Rust's runtime maps each a signal
+/// stack and its guard page, into any hole a test just unmapped), and non-serial tests map
+/// memory of their own. In the child only this test runs.
+///
+/// ```text
+/// if rtvm_testkit::child::isolated("my_test") {
+///     return;
+/// }
+/// ```
+pub fn isolated(test: &str) -> bool {
+    if child_role().is_some() {
+        return false;
+    }
+    let out = run_child(test, "isolated");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "{test} in a child process of its own:\n{}",
+        describe(&out)
+    );
+    true
+}

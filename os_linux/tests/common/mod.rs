@@ -3,7 +3,7 @@
 
 use rtvm_os_linux::procfs;
 #[allow(unused_imports)]
-pub use rtvm_testkit::child::{child_role, describe, run_child, value_after};
+pub use rtvm_testkit::child::{child_role, describe, isolated, run_child, value_after};
 
 /// Current VmRSS in bytes.
 pub fn rss() -> u64 {

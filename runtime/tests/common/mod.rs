@@ -3,7 +3,7 @@
 
 use rtvm::testing::os::procfs::{self, MapsEntry};
 #[allow(unused_imports)]
-pub use rtvm_testkit::child::{child_role, describe, run_child, value_after};
+pub use rtvm_testkit::child::{child_role, describe, isolated, run_child, value_after};
 
 /// Mappings now that were not in `before`, besides glibc malloc arenas (see
 /// [`procfs::without_malloc_arenas`]).
