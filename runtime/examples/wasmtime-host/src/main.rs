@@ -698,7 +698,18 @@ fn run(args: &[String]) -> Result<(), Error> {
     } else {
         None
     };
-    let vm = Vm::create(InitArgs::new(options.iter().map(|s| s.to_string())))?;
+    if !["demo", "traps", "native-overflow", "bench-child-rtvm"].contains(&command) {
+        return Err(format!(
+            "unknown command {command} (demo, traps, native-overflow, bench [rounds])"
+        )
+        .into());
+    }
+    let vm = match Vm::create(InitArgs::new(options.iter().map(|s| s.to_string()))) {
+        Ok(vm) => vm,
+        // -version, -Xlog:help, -XX:+PrintFlagsFinal -version...: printed, nothing to run.
+        Err(e) if e.code == rtvm::ErrorCode::Exited => return Ok(()),
+        Err(e) => return Err(e.message.trim_end().to_owned().into()),
+    };
     let result = match command {
         "demo" => demo(&vm),
         "traps" => traps(&vm),
