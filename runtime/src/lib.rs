@@ -9,7 +9,11 @@
 //! let vm = Vm::create(InitArgs::new(["-Xms64m", "-Xmx256m", "-XX:+AlwaysPreTouch"]))?;
 //! let block = vm.allocate(4096).expect("committed heap has room");
 //! block.words()[0].store(42, std::sync::atomic::Ordering::Relaxed);
-//! let worker = vm.spawn("worker", || println!("hello from a guarded, THP-proof stack"))?;
+//! let worker = vm.spawn("worker", || {
+//!     // A closed stdout loses the line; it does not panic the thread.
+//!     use std::io::Write;
+//!     let _ = writeln!(std::io::stdout(), "hello from a guarded, THP-proof stack");
+//! })?;
 //! worker.join()?;
 //! vm.shutdown()?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())

@@ -322,45 +322,36 @@ impl NmtSummary {
             );
         }
         let _ = writeln!(s);
-        for d in &self.stack_details {
+        // One reserved region of the virtual memory map and its committed part.
+        let region = |s: &mut String,
+                      (start, end): (usize, usize),
+                      what: &str,
+                      committed: (usize, usize)| {
             let _ = writeln!(
                 s,
-                "[{:#018x} - {:#018x}] reserved {} for Thread Stack \"{}\"",
-                d.start,
-                d.end,
-                amount((d.end - d.start) as u64),
-                d.name
+                "[{start:#018x} - {end:#018x}] reserved {} for {what}",
+                amount((end - start) as u64)
             );
-            if d.committed > 0 {
-                let lo = d.end.saturating_sub(d.committed as usize).max(d.start);
+            let (lo, hi) = committed;
+            if hi > lo {
                 let _ = writeln!(
                     s,
-                    "\t[{lo:#018x} - {:#018x}] committed {}",
-                    d.end,
-                    amount(d.committed)
+                    "\t[{lo:#018x} - {hi:#018x}] committed {}",
+                    amount((hi - lo) as u64)
                 );
             }
             let _ = writeln!(s);
+        };
+        for d in &self.stack_details {
+            // A stack commits from its top down.
+            let lo = d.end.saturating_sub(d.committed as usize).max(d.start);
+            let what = format!("Thread Stack \"{}\"", d.name);
+            region(s, (d.start, d.end), &what, (lo, d.end));
         }
         for m in &self.memories {
-            let _ = writeln!(
-                s,
-                "[{:#018x} - {:#018x}] reserved {} for {}",
-                m.start,
-                m.end,
-                amount((m.end - m.start) as u64),
-                m.category
-            );
-            if m.committed > 0 {
-                let _ = writeln!(
-                    s,
-                    "\t[{:#018x} - {:#018x}] committed {}",
-                    m.start,
-                    m.start + m.committed as usize,
-                    amount(m.committed)
-                );
-            }
-            let _ = writeln!(s);
+            // An embedder memory commits from its base up.
+            let hi = m.start + m.committed as usize;
+            region(s, (m.start, m.end), &m.category, (m.start, hi));
         }
         let _ = writeln!(s, "Details:");
         let _ = writeln!(s);

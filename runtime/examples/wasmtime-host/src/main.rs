@@ -152,6 +152,24 @@ fn module_text(pages: u32) -> String {
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
+/// `println!` that never panics: a closed or full stdout (`| head`) loses the text, it does
+/// not take the host down.
+macro_rules! out {
+    () => { out!("") };
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
+/// `eprintln!` that never panics.
+macro_rules! err {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 /// Wasmtime's default limit on the stack wasm may use below its entry point.
 const DEFAULT_MAX_WASM_STACK: usize = 512 << 10;
 /// Room left on a VM thread's stack for the host's frames: the thread's entry, the closure,
@@ -183,7 +201,7 @@ fn max_wasm_stack(vm: &VmHandle) -> Result<usize, Error> {
         .into());
     }
     if fits < DEFAULT_MAX_WASM_STACK {
-        eprintln!(
+        err!(
             "rtvm-wasmtime-host: max_wasm_stack {} KiB (Wasmtime's default, {} KiB, does not fit this -Xss)",
             fits >> 10,
             DEFAULT_MAX_WASM_STACK >> 10
@@ -241,25 +259,11 @@ fn on_vm_thread<T: Send + 'static>(
         .map_err(|_| format!("thread {name} ended without a result"))?
 }
 
-/// The start of the `/proc/self/maps` mapping that holds `addr`: an rtvm reservation starts
-/// at the memory's base (Wasmtime's own allocator would put its memories elsewhere).
-fn mapping_start(addr: usize) -> Option<usize> {
-    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
-    maps.lines().find_map(|l| {
-        let (range, _) = l.split_once(' ')?;
-        let (a, b) = range.split_once('-')?;
-        let (a, b) = (
-            usize::from_str_radix(a, 16).ok()?,
-            usize::from_str_radix(b, 16).ok()?,
-        );
-        (a <= addr && addr < b).then_some(a)
-    })
-}
-
 /// A live memory is an rtvm reservation: its mapping starts at the memory's base.
 fn own_mapping(base: usize) -> Result<(), Error> {
-    match mapping_start(base) {
-        Some(start) if start == base => Ok(()),
+    let maps = rtvm_os_linux::procfs::maps_overlapping(base, base + 1)?;
+    match maps.first() {
+        Some(m) if m.start == base => Ok(()),
         other => {
             Err(format!("memory {base:#x} is not the start of its own mapping ({other:x?})").into())
         }
@@ -289,7 +293,7 @@ fn demo(vm: &Vm) -> Result<(), Error> {
             own_mapping(base)?;
             Ok((base, size, s))
         })?;
-        println!("wasm-{i}: memory at {base:#x}, {size} bytes after memory.grow, {sum} pages touched (on an rtvm VM thread)");
+        out!("wasm-{i}: memory at {base:#x}, {size} bytes after memory.grow, {sum} pages touched (on an rtvm VM thread)");
         if sum != 512 || size != 2 << 20 {
             return Err(format!("wasm-{i}: sum {sum}, size {size}").into());
         }
@@ -309,7 +313,7 @@ fn demo(vm: &Vm) -> Result<(), Error> {
         Ok((base, s))
     });
     let (base, sum) = host.join().map_err(|_| "the host thread panicked")??;
-    println!("wasm-host: memory at {base:#x}, {sum} pages touched (on an attached host thread)");
+    out!("wasm-host: memory at {base:#x}, {sum} pages touched (on an attached host thread)");
     bases.push(base);
     // One instance alive on the VM's creating thread while NMT is asked: its memory (1 MiB
     // committed of a 4 GiB reservation plus Wasmtime's guard) is what NMT must count.
@@ -318,7 +322,7 @@ fn demo(vm: &Vm) -> Result<(), Error> {
     touch.call(&mut store, (0, 1 << 20))?;
     let (base, size) = memory_of(&mut store, &instance)?;
     own_mapping(base)?;
-    println!("main: memory at {base:#x}, {size} bytes (on the thread that created the VM)");
+    out!("main: memory at {base:#x}, {size} bytes (on the thread that created the VM)");
     if let Some(n) = vm.native_memory_summary() {
         let wasm = n
             .memory_categories()
@@ -326,7 +330,7 @@ fn demo(vm: &Vm) -> Result<(), Error> {
             .find(|(c, _)| c == "Wasm Memory")
             .map(|(_, usage)| usage)
             .ok_or("NMT has no Wasm Memory category while a wasm memory is alive")?;
-        println!(
+        out!(
             "NMT Wasm Memory: reserved={}KB, committed={}KB",
             wasm.reserved / 1024,
             wasm.committed / 1024
@@ -334,7 +338,10 @@ fn demo(vm: &Vm) -> Result<(), Error> {
         if wasm.committed != size as u64 || wasm.reserved < size as u64 {
             return Err(format!("NMT counts {wasm:?} for one live memory of {size} bytes").into());
         }
-        print!("{}", n.report());
+        {
+            use std::io::Write as _;
+            let _ = std::io::stdout().write_all(n.report().as_bytes());
+        }
     }
     drop(store);
     if let Some(n) = vm.native_memory_summary() {
@@ -345,7 +352,7 @@ fn demo(vm: &Vm) -> Result<(), Error> {
             );
         }
     }
-    println!("demo: ok");
+    out!("demo: ok");
     Ok(())
 }
 
@@ -377,10 +384,10 @@ fn traps(vm: &Vm) -> Result<(), Error> {
         Ok((oob, zero, deep, fine))
     })?;
     let (oob, zero, deep, fine) = got;
-    println!("out-of-bounds load: {oob:?} ({oob})");
-    println!("division by zero: {zero:?} ({zero})");
-    println!("deep recursion: {deep:?} ({deep})");
-    println!("recursion of 1000 afterwards: {fine}");
+    out!("out-of-bounds load: {oob:?} ({oob})");
+    out!("division by zero: {zero:?} ({zero})");
+    out!("deep recursion: {deep:?} ({deep})");
+    out!("recursion of 1000 afterwards: {fine}");
     if (oob, zero, deep)
         != (
             Trap::MemoryOutOfBounds,
@@ -391,7 +398,7 @@ fn traps(vm: &Vm) -> Result<(), Error> {
     {
         return Err("unexpected traps".into());
     }
-    println!("traps: ok");
+    out!("traps: ok");
     Ok(())
 }
 
@@ -403,7 +410,7 @@ fn native_overflow(vm: &Vm) -> Result<(), Error> {
         // Wasm first, so Wasmtime's per-thread set-up (its signal stack) is in place.
         let (mut store, instance) = instantiate(&engine, &module)?;
         let recurse = func::<i32, i32>(&mut store, &instance, "recurse")?;
-        println!("wasm on this thread: {}", recurse.call(&mut store, 100)?);
+        out!("wasm on this thread: {}", recurse.call(&mut store, 100)?);
         // Recursion with 8 KiB frames that never stops on its own: only the guard zone ends it.
         #[inline(never)]
         fn deeper(n: u64) -> u64 {
@@ -413,25 +420,14 @@ fn native_overflow(vm: &Vm) -> Result<(), Error> {
             }
             deeper(n + 1) + frame[8191] as u64
         }
-        println!("not reached: {}", deeper(0));
+        out!("not reached: {}", deeper(0));
         Ok(())
     })
 }
 
 /// The RSS of this process in kB (`/proc/self/status`).
 fn rss_kb() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines().find_map(|l| {
-                l.strip_prefix("VmRSS:")?
-                    .split_whitespace()
-                    .next()?
-                    .parse()
-                    .ok()
-            })
-        })
-        .unwrap_or(0)
+    rtvm_os_linux::procfs::read_status().map_or(0, |s| s.vm_rss_kb)
 }
 
 /// Touches and frees 1.25 GiB right before a measurement: warm memory, not memory the host
@@ -447,9 +443,7 @@ fn warm() {
         Ok(())
     });
     if let Err(e) = warmed {
-        eprintln!(
-            "rtvm-wasmtime-host: warming 1.25 GiB failed ({e}): this sample measures cold memory"
-        );
+        err!("rtvm-wasmtime-host: warming 1.25 GiB failed ({e}): this sample measures cold memory");
     }
 }
 
@@ -469,7 +463,7 @@ fn bench_child(vm: Option<&Vm>, what: &str) -> Result<(), Error> {
             let t = Instant::now();
             touch.call(&mut store, (0, GIB))?;
             let touched = t.elapsed();
-            println!(
+            out!(
                 "bench: instantiate_ms={:.2} touch_ms={:.2} total_ms={:.2} rss_kb={}",
                 ms(instantiated),
                 ms(touched),
@@ -491,7 +485,7 @@ fn bench_child(vm: Option<&Vm>, what: &str) -> Result<(), Error> {
                 }
                 touch.call(&mut store, (step << 26, 64 << 20))?;
             }
-            println!(
+            out!(
                 "bench: grow_ms={:.2} rss_kb={}",
                 ms(start.elapsed()),
                 rss_kb()
@@ -515,7 +509,7 @@ fn bench_child(vm: Option<&Vm>, what: &str) -> Result<(), Error> {
             walk.call(&mut store, (loads, size, 2463534242))?;
             let ns = start.elapsed().as_nanos() as f64 / loads as f64;
             let huge = anon_huge_kb();
-            println!(
+            out!(
                 "bench: walk_ns={ns:.2} anon_huge_kb={huge} rss_kb={}",
                 rss_kb()
             );
@@ -533,18 +527,7 @@ fn walk_gib(what: &str) -> Option<u32> {
 
 /// AnonHugePages of the whole process (`/proc/self/smaps_rollup`).
 fn anon_huge_kb() -> u64 {
-    std::fs::read_to_string("/proc/self/smaps_rollup")
-        .ok()
-        .and_then(|s| {
-            s.lines().find_map(|l| {
-                l.strip_prefix("AnonHugePages:")?
-                    .split_whitespace()
-                    .next()?
-                    .parse()
-                    .ok()
-            })
-        })
-        .unwrap_or(0)
+    rtvm_os_linux::procfs::read_smaps_rollup().map_or(0, |r| r.anon_huge_kb)
 }
 
 fn ms(d: Duration) -> f64 {
@@ -635,14 +618,12 @@ fn bench(rounds: usize) -> Result<(), Error> {
                 .collect(),
         )
     };
-    println!(
-        "## Wasmtime on rtvm: {rounds} rounds, child process per sample, warm memory, medians"
-    );
-    println!();
-    println!("| memories | instantiate 1 GiB | touch 1 GiB | total | RSS | grow 64 MiB ×15 + touch | random load, 1 GiB | random load, 2 GiB | AnonHugePages (2 GiB) |");
-    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    out!("## Wasmtime on rtvm: {rounds} rounds, child process per sample, warm memory, medians");
+    out!();
+    out!("| memories | instantiate 1 GiB | touch 1 GiB | total | RSS | grow 64 MiB ×15 + touch | random load, 1 GiB | random load, 2 GiB | AnonHugePages (2 GiB) |");
+    out!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     for (v, (name, _, _)) in VARIANTS.iter().enumerate() {
-        println!(
+        out!(
             "| {name} | {:.1} ms | {:.1} ms | {:.1} ms | {:.0} MiB | {:.1} ms | {:.1} ns | {:.1} ns | {:.0} MiB |",
             med(v, "instantiate", "instantiate_ms"),
             med(v, "instantiate", "touch_ms"),
@@ -655,19 +636,19 @@ fn bench(rounds: usize) -> Result<(), Error> {
         );
     }
     let default_total = med(0, "instantiate", "total_ms");
-    println!();
-    println!(
+    out!();
+    out!(
         "instantiate + touch 1 GiB, against Wasmtime's default: rtvm AlwaysPreTouch {:.2}×, + THP {:.2}×, BackgroundPreTouch {:.2}× the speed",
         default_total / med(2, "instantiate", "total_ms"),
         default_total / med(3, "instantiate", "total_ms"),
         default_total / med(4, "instantiate", "total_ms"),
     );
-    println!(
+    out!(
         "grow 64 MiB ×15 + touch, against Wasmtime's default: rtvm AlwaysPreTouch {:.2}×, + THP {:.2}×",
         med(0, "grow", "grow_ms") / med(2, "grow", "grow_ms"),
         med(0, "grow", "grow_ms") / med(3, "grow", "grow_ms"),
     );
-    println!(
+    out!(
         "random walk, THP against 4 KiB pages (rtvm AlwaysPreTouch ± THP): {:.2}× the speed over 1 GiB, {:.2}× over 2 GiB",
         med(2, "walk1g", "walk_ns") / med(3, "walk1g", "walk_ns"),
         med(2, "walk2g", "walk_ns") / med(3, "walk2g", "walk_ns"),
@@ -726,11 +707,15 @@ fn run(args: &[String]) -> Result<(), Error> {
 }
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    // Arguments that are not UTF-8 are read lossily (rtvm then names them in its message).
+    let args: Vec<String> = std::env::args_os()
+        .skip(1)
+        .map(|a| rtvm::lossy(&a))
+        .collect();
     match run(&args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("rtvm-wasmtime-host: {e}");
+            err!("rtvm-wasmtime-host: {e}");
             ExitCode::FAILURE
         }
     }
