@@ -8,7 +8,7 @@
 //! * README's C example;
 //! * `tests/c/capi_test.c`, one process per mode (versions, exit requests, the output hook,
 //!   allocation, attach and stack bounds, the soft limit, the NMT idiom, threads, the
-//!   pretouch hold);
+//!   pretouch hold, embedder memory);
 //! * `tests/c/dlopen_test.c`: 100 rounds of dlopen/create/destroy/dlclose with a host
 //!   SIGSEGV handler.
 //!
@@ -36,7 +36,7 @@ rtvm_testkit::tests!(
     c_allocation_shared_tlab_zero_and_full,
     c_attach_detach_and_stack_bounds,
     c_soft_limit_stops_a_recursion_before_the_guard,
-    c_nmt_size_query_idiom_under_concurrent_malloc,
+    c_nmt_size_query_idiom_while_the_report_changes,
     c_threads_pthread_exit_and_error_codes,
     c_destroy_rules,
     c_pretouch_hold_and_release,
@@ -255,7 +255,7 @@ fn c_soft_limit_stops_a_recursion_before_the_guard() -> Outcome {
     capi_mode("soft-limit")
 }
 
-fn c_nmt_size_query_idiom_under_concurrent_malloc() -> Outcome {
+fn c_nmt_size_query_idiom_while_the_report_changes() -> Outcome {
     capi_mode("nmt-idiom")
 }
 
