@@ -88,7 +88,7 @@ pub fn main(args: &[String]) -> i32 {
                     }
                 } else if let Some(v) = value(&["-conc:", "-concurrency:"]) {
                     concurrency = match v {
-                        "auto" => rtvm::testing::os::system::available_processors(),
+                        "auto" => rtvm_os_linux::system::available_processors(),
                         n => match n.parse::<usize>() {
                             Ok(n) if n > 0 => n,
                             _ => return bad(&format!("bad concurrency: {v}")),

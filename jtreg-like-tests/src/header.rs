@@ -194,7 +194,7 @@ fn tags(block: &Block) -> Vec<(usize, String, String)> {
 
 fn parse_action(text: &str, line: usize) -> Result<Action, String> {
     // Quotes group arguments as in an options file.
-    let tokens = rtvm::testing::flags::optfile::tokenize_options(text, "@run")
+    let tokens = rtvm_flags::optfile::tokenize_options(text, "@run")
         .map_err(|e| e.message.trim_end().to_owned())?;
     let Some((head, rest)) = tokens.split_first() else {
         return Err("@run needs an action".into());

@@ -36,10 +36,10 @@ pub mod mains {
 pub const TEST_VM_NAME: &str = "rtvm-testvm";
 
 /// The test VM's mains: rtvm's built-ins and every test main.
-pub fn test_vm_mains() -> rtvm::launcher::Mains {
-    let mut m = rtvm::launcher::Mains::builtin();
+pub fn test_vm_mains() -> rtvm_launcher::Mains {
+    let mut m = rtvm_launcher::Mains::builtin();
     for (name, file, main) in mains::TEST_MAINS {
-        m.add(rtvm::launcher::MainEntry {
+        m.add(rtvm_launcher::MainEntry {
             name,
             usage: "[args...]",
             summary: file,
@@ -64,7 +64,7 @@ pub const DENY_MADVISE_ENV: &str = "RTVM_TEST_DENY_MADVISE";
 pub const RLIMITS_ENV: &str = "RTVM_TEST_RLIMITS";
 
 fn apply_rlimits(spec: &str) -> Result<(), String> {
-    use rtvm::testing::os::system::{set_soft_limit, Limit};
+    use rtvm_os_linux::system::{set_soft_limit, Limit};
     for item in spec.split(',').filter(|s| !s.is_empty()) {
         let (name, value) = item
             .split_once('=')
@@ -76,7 +76,7 @@ fn apply_rlimits(spec: &str) -> Result<(), String> {
             "nofile" => Limit::OpenFiles,
             _ => return Err(format!("unknown limit '{name}'")),
         };
-        let value: u64 = rtvm::testing::flags::value::parse_unsigned(value)
+        let value: u64 = rtvm_flags::value::parse_unsigned(value)
             .ok_or_else(|| format!("bad value in '{item}'"))?;
         set_soft_limit(limit, value).map_err(|e| format!("setting {name}={value}: {e}"))?;
     }
@@ -99,13 +99,12 @@ pub fn test_vm_main(args: &[std::ffi::OsString]) -> i32 {
             eprintln!("{DENY_MADVISE_ENV}={spec}: expected <advice>:<errno>");
             return 1;
         };
-        if let Err(e) = rtvm::testing::os::fault::deny_madvise_advice(
-            advice,
-            rtvm::testing::os::Errno::from_raw(errno),
-        ) {
+        if let Err(e) =
+            rtvm_os_linux::fault::deny_madvise_advice(advice, rtvm_os_linux::Errno::from_raw(errno))
+        {
             eprintln!("{DENY_MADVISE_ENV}: installing the seccomp filter failed: {e}");
             return 1;
         }
     }
-    rtvm::launcher::launch(TEST_VM_NAME, args, &test_vm_mains())
+    rtvm_launcher::launch(TEST_VM_NAME, args, &test_vm_mains())
 }

@@ -16,7 +16,7 @@
 
 use std::collections::BTreeMap;
 
-use rtvm::testing::os::system;
+use rtvm_os_linux::system;
 
 /// Property values for one run.
 #[derive(Clone, Debug)]
@@ -71,11 +71,11 @@ impl Props {
 
         // vm.opt.X: what -vmoptions set, parsed by the same flag parser the VM uses.
         let mut vm_opts = BTreeMap::new();
-        let parse_opts = rtvm::testing::flags::ParseOptions {
+        let parse_opts = rtvm_flags::ParseOptions {
             ignore_unrecognized: true,
             ..Default::default()
         };
-        if let Ok(parsed) = rtvm::testing::flags::parse(vm_options, &parse_opts, &mut |_, _| {}) {
+        if let Ok(parsed) = rtvm_flags::parse(vm_options, &parse_opts, &mut |_, _| {}) {
             for (info, value, origin) in parsed.settings.iter() {
                 if !origin.is_default() {
                     vm_opts.insert(info.name.to_owned(), value.display());
@@ -92,7 +92,7 @@ impl Props {
         }
         let flag = name.strip_prefix("vm.opt.")?;
         let flag = flag.strip_prefix("final.").unwrap_or(flag);
-        rtvm::testing::flags::find(flag)?;
+        rtvm_flags::find(flag)?;
         Some(
             self.vm_opts
                 .get(flag)

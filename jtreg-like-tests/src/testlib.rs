@@ -15,8 +15,8 @@
 use std::fmt;
 use std::process::{Command, Stdio};
 
-pub use rtvm::launcher::{Exit, MainResult as TestResult};
 pub use rtvm::Vm;
+pub use rtvm_launcher::{Exit, MainResult as TestResult};
 
 pub use crate::cgroup::MemoryCgroup;
 

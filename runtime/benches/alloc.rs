@@ -17,11 +17,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-#[path = "common.rs"]
-mod common;
-
-use common::{arg, listing, median};
 use rtvm::{InitArgs, Vm};
+use rtvm_testkit::bench::{arg, listing, median};
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
 enum Variant {

@@ -7,9 +7,10 @@
 //!    primitive measured in the same run (`MADV_POPULATE_WRITE` by the same number of threads,
 //!    one call per thread over its share, no chunking). Writes `target/bench/pretouch.csv`
 //!    for `tools/plot_pretouch.py`.
-//! 2. **java**: the pretouch cost of `rtvm -Xms4g -Xmx4g -XX:+AlwaysPreTouch -version` minus the
-//!    same without pretouch, against the same difference for `java`, small pages and
-//!    `-XX:+UseTransparentHugePages`, both with 2 workers, whole processes.
+//! 2. **java**: the pretouch cost of a whole process that creates a VM with `-Xms4g -Xmx4g
+//!    -XX:+AlwaysPreTouch -version` (this bench re-run as a VM process: what `rtvm` does for
+//!    those options) minus the same without pretouch, against the same difference for `java`,
+//!    small pages and `-XX:+UseTransparentHugePages`, both with 2 workers.
 //! 3. **background**: time to a usable VM with background versus synchronous pretouch.
 //! 4. **expansion**: a 4 MiB `expand_heap` with `-XX:+AlwaysPreTouch` while a background
 //!    pretouch of a 2 GiB initial heap runs, against the same expansion on an idle VM
@@ -30,12 +31,9 @@ use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-#[path = "common.rs"]
-mod common;
-
-use common::{have_java, median, time_process};
-use rtvm::testing::os::{HugePageAdvice, PageInfo, PretouchRequest, Reservation, ThpMode};
 use rtvm::{InitArgs, Vm};
+use rtvm_os_linux::{HugePageAdvice, PageInfo, PretouchRequest, Reservation, ThpMode};
+use rtvm_testkit::bench::{have_java, median, time_process};
 
 const GIB: usize = 1 << 30;
 const HEAP: usize = 4 * GIB;
@@ -229,7 +227,13 @@ fn java_side_by_side(rounds: usize, thp_ok: bool) {
         println!("## Side by side with java: skipped, `java` is not installed");
         return;
     }
-    let rtvm = env!("CARGO_BIN_EXE_rtvm");
+    let me = std::env::current_exe().expect("the bench's own path");
+    let me = me.to_str().expect("a UTF-8 path");
+    let rtvm = |args: &[&str]| {
+        let mut all = vec![VM_CHILD];
+        all.extend_from_slice(args);
+        time_process(me, &all)
+    };
     println!(
         "## Pretouch cost against java ({rounds} rounds, warm memory, 2 workers, whole processes)"
     );
@@ -253,8 +257,8 @@ fn java_side_by_side(rounds: usize, thp_ok: bool) {
         let (mut rw, mut ro, mut jw, mut jo) = (vec![], vec![], vec![], vec![]);
         for _ in 0..rounds {
             warm(HEAP, thp);
-            rw.push(time_process(rtvm, &with));
-            ro.push(time_process(rtvm, &without));
+            rw.push(rtvm(&with));
+            ro.push(rtvm(&without));
             warm(HEAP, thp);
             jw.push(time_process("java", &with));
             jo.push(time_process("java", &without));
@@ -474,7 +478,7 @@ enum Kind {
 impl Kind {
     fn page(self) -> usize {
         match self {
-            Kind::Small => rtvm::testing::os::base_page_size(),
+            Kind::Small => rtvm_os_linux::base_page_size(),
             Kind::Thp | Kind::Huge2M => 2 << 20,
             Kind::Huge1G => GIB,
         }
@@ -594,7 +598,7 @@ fn vm_kind(kind: Kind) -> Duration {
 /// kind's raw limit. hugetlbfs pages are used where they are reserved already; `--reserve-huge-pages`
 /// reserves them for the run (changing `nr_hugepages`, restored on every exit path).
 fn page_kinds(rounds: usize, thp_ok: bool) {
-    use rtvm::testing::os::setting::TemporarySetting;
+    use rtvm_os_linux::setting::TemporarySetting;
     let mut guards = Vec::new();
     let mut kinds = vec![Kind::Small];
     if thp_ok {
@@ -686,19 +690,36 @@ fn page_kinds(rounds: usize, thp_ok: bool) {
     println!();
 }
 
+/// The argument that makes this bench a VM process: `Vm::create` with the options after it
+/// (which end in `-version`: the VM prints its version and stops), as the `rtvm` program does.
+const VM_CHILD: &str = "--vm-child";
+
+fn vm_child(options: &[String]) -> ! {
+    let code = match Vm::create(InitArgs::new(options.iter().cloned())) {
+        Ok(vm) => vm.shutdown().map_or(1, |()| 0),
+        Err(e) if e.code == rtvm::ErrorCode::Exited => 0,
+        Err(_) => 1,
+    };
+    std::process::exit(code)
+}
+
 fn main() {
-    if common::listing() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == VM_CHILD) {
+        vm_child(&args[i + 1..]);
+    }
+    if rtvm_testkit::bench::listing() {
         return;
     }
-    let rounds = common::arg("--rounds").unwrap_or(3usize);
-    let only: Option<String> = common::arg("--only");
+    let rounds = rtvm_testkit::bench::arg("--rounds").unwrap_or(3usize);
+    let only: Option<String> = rtvm_testkit::bench::arg("--only");
     let pages = PageInfo::detect();
     let thp_ok = !matches!(pages.thp.mode, ThpMode::Never | ThpMode::Unknown);
     println!(
         "heap bench: 4 GiB, THP mode {}, {} CPUs, MADV_POPULATE_WRITE {}",
         pages.thp.mode,
-        rtvm::testing::os::system::available_processors(),
-        if rtvm::testing::os::pretouch::populate_write_supported() {
+        rtvm_os_linux::system::available_processors(),
+        if rtvm_os_linux::pretouch::populate_write_supported() {
             "available"
         } else {
             "unavailable"

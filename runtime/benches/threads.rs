@@ -11,17 +11,13 @@
 
 use std::collections::BTreeMap;
 use std::process::Command;
-use std::sync::Arc;
+use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-#[path = "common.rs"]
-mod common;
-
-use common::median;
-use rtvm::testing::os::procfs::read_status;
-use rtvm::testing::os::stack::{recommended_alt_stack_size, StackMapping, StackSpec};
-use rtvm::testing::IdleGate;
 use rtvm::{InitArgs, Vm};
+use rtvm_os_linux::procfs::read_status;
+use rtvm_os_linux::stack::{recommended_alt_stack_size, StackMapping, StackSpec};
+use rtvm_testkit::bench::median;
 
 const THREADS: usize = 1000;
 const STACK: usize = 2 << 20;
@@ -33,17 +29,38 @@ fn rss_kb() -> u64 {
     read_status().unwrap().vm_rss_kb
 }
 
+/// Where a sample's threads report in, and then park until the sampler has read the RSS:
+/// two barriers of `THREADS + 1` (the last arrival wakes the others once, so starting N
+/// threads costs N wake-ups, not N²).
+struct Gate {
+    started: Barrier,
+    released: Barrier,
+}
+
+impl Gate {
+    fn parked_body(self: &Arc<Self>) -> impl FnOnce() + Send + 'static {
+        let gate = Arc::clone(self);
+        move || {
+            gate.started.wait();
+            gate.released.wait();
+        }
+    }
+}
+
 /// Starts `THREADS` parked threads with `spawn`, stops the clock when all run, reads the RSS
 /// growth, then releases and joins them: (time to all-running, RSS growth in kB).
-fn measure<T>(spawn: impl Fn(usize, &Arc<IdleGate>) -> T, join: impl Fn(T)) -> (Duration, u64) {
-    let g = IdleGate::new();
+fn measure<T>(spawn: impl Fn(usize, &Arc<Gate>) -> T, join: impl Fn(T)) -> (Duration, u64) {
+    let g = Arc::new(Gate {
+        started: Barrier::new(THREADS + 1),
+        released: Barrier::new(THREADS + 1),
+    });
     let before = rss_kb();
     let start = Instant::now();
     let threads: Vec<T> = (0..THREADS).map(|i| spawn(i, &g)).collect();
-    g.wait_started(THREADS);
+    g.started.wait();
     let elapsed = start.elapsed();
     let grown = rss_kb().saturating_sub(before);
-    g.release();
+    g.released.wait();
     threads.into_iter().for_each(join);
     (elapsed, grown)
 }
@@ -84,7 +101,7 @@ fn os_sample(no_huge: bool, alt_stack: bool) -> (Duration, u64) {
         |i, g| {
             let spec = StackSpec {
                 size: STACK + 4096,
-                zones: rtvm::testing::os::GuardZones::hotspot_default(),
+                zones: rtvm_os_linux::GuardZones::hotspot_default(),
                 alt_stack_size: if alt_stack {
                     recommended_alt_stack_size()
                 } else {
@@ -95,7 +112,7 @@ fn os_sample(no_huge: bool, alt_stack: bool) -> (Duration, u64) {
                 name: format!("T{i}"),
             };
             let b = g.parked_body();
-            rtvm::testing::os::thread::spawn(
+            rtvm_os_linux::thread::spawn(
                 StackMapping::map(&spec).unwrap(),
                 Box::new(move |_| {
                     b();
@@ -191,11 +208,11 @@ fn java_samples(rounds: usize) -> Result<Vec<(Duration, u64)>, String> {
 }
 
 fn main() {
-    if common::listing() {
+    if rtvm_testkit::bench::listing() {
         return;
     }
-    let rounds = common::arg("--rounds").unwrap_or(7usize);
-    let pages = rtvm::testing::os::PageInfo::detect();
+    let rounds = rtvm_testkit::bench::arg("--rounds").unwrap_or(7usize);
+    let pages = rtvm_os_linux::PageInfo::detect();
     println!(
         "thread bench: {THREADS} threads × 2 MiB stacks, {rounds} rounds interleaved, THP mode {}",
         pages.thp.mode

@@ -36,8 +36,6 @@ mod capi;
 mod ergonomics;
 mod error;
 mod heap;
-pub mod launcher;
-mod mains;
 mod memory;
 mod nmt;
 mod output;
@@ -78,13 +76,10 @@ pub mod pages {
 /// crates, the idle-thread gate, the `-Xlog` parser. Not for embedders.
 #[cfg(feature = "testing")]
 pub mod testing {
-    pub use crate::mains::{memory_line, IdleGate, ReleaseOnDrop};
     pub use crate::workers::{GangTask, TaskHandle, WorkerGang};
     pub use crate::xlog::{
         help_text, parse_xlog, LogConfig, XlogError, RTVM_TAG_SETS, TAGS, TAG_SETS,
     };
-    pub use rtvm_flags as flags;
-    pub use rtvm_os_linux as os;
 }
 
 /// README.md's Rust examples, compiled and run as doctests so they cannot rot.

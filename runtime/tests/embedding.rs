@@ -6,8 +6,8 @@ mod common;
 
 use std::sync::atomic::Ordering;
 
-use rtvm::testing::os::procfs;
 use rtvm::{ErrorCode, ErrorKind, InitArgs, ThreadKind, Vm};
+use rtvm_os_linux::procfs;
 use serial_test::serial;
 
 fn create(options: &[&str]) -> Result<Vm, rtvm::CreateError> {

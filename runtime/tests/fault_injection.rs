@@ -7,9 +7,9 @@
 mod common;
 
 use common::*;
-use rtvm::testing::os::procfs;
-use rtvm::testing::os::system::{set_soft_limit, Limit};
 use rtvm::{ErrorCode, ErrorKind, InitArgs, Vm};
+use rtvm_os_linux::procfs;
+use rtvm_os_linux::system::{set_soft_limit, Limit};
 
 fn check_child(test: &str, role: &str) {
     let out = run_child(test, role);

@@ -12,8 +12,10 @@
 //! * [`child`]: re-running one test of the binary in a child process with a role, for
 //!   process-wide changes (rlimits, seccomp filters, signal handlers, crashes) and for
 //!   measurements of the whole process (RSS) that other tests must not disturb.
+//! * [`bench`]: what the benchmarks share (medians, arguments, whole-process timing).
 #![forbid(unsafe_code)]
 
+pub mod bench;
 pub mod child;
 pub mod harness;
 

@@ -65,7 +65,7 @@ pub fn main(_vm: &Vm, _args: &[String]) -> TestResult {
             check(ours == *recorded, || format!("'{case}': rtvm {ours:?}, java 17 in a 512 MB cgroup {recorded:?}"))?;
         } else {
             // Without container support the host's memory counts: more than the limit allows.
-            check(ours.0 > 512 * MB || rtvm::testing::os::system::physical_memory().unwrap_or(0) < 2048 * MB, || format!("'{case}': MaxHeapSize {} ignores the host's memory", ours.0))?;
+            check(ours.0 > 512 * MB || rtvm_os_linux::system::physical_memory().unwrap_or(0) < 2048 * MB, || format!("'{case}': MaxHeapSize {} ignores the host's memory", ours.0))?;
         }
         if JavaTools::available() {
             let java = heap_sizes(&run_in(&cgroup, "java", &args)?)?;

@@ -16,7 +16,7 @@ const HEAP_MB: u64 = 256;
 /// In the child: what the kernel says about the heap.
 fn report(vm: &Vm) -> TestResult {
     let stats = vm.heap_stats();
-    let rss_kb = rtvm::testing::os::procfs::read_status()?.vm_rss_kb;
+    let rss_kb = rtvm_os_linux::procfs::read_status()?.vm_rss_kb;
     println!("HeapReport: committed={} resident={} rss_kb={rss_kb}", stats.committed, vm.heap().resident_bytes());
     Ok(())
 }

@@ -27,8 +27,8 @@ pub fn main(vm: &Vm, _args: &[String]) -> TestResult {
     check(new == old + 4 * MB, || format!("committed {new} after expanding {old} by 4 MiB"))?;
     check(still_running, || "the expansion returned only after the background pretouch of 2 GiB had ended".into())?;
     let base = heap.range().start;
-    let present = rtvm::testing::os::procfs::present_pages(base + old, base + new)?;
-    let pages = 4 * MB / rtvm::testing::os::base_page_size();
+    let present = rtvm_os_linux::procfs::present_pages(base + old, base + new)?;
+    let pages = 4 * MB / rtvm_os_linux::base_page_size();
     check(present == pages, || format!("{present} of the {pages} pages of the expansion are present"))?;
     // The new range is allocatable: fill the old heap, then allocate from the new part.
     let used = vm.heap_stats().used;

@@ -32,7 +32,7 @@
 
 use std::sync::atomic::Ordering;
 
-use rtvm::testing::os::system::{set_soft_limit, Limit};
+use rtvm_os_linux::system::{set_soft_limit, Limit};
 use rtvm_jtreg::testlib::*;
 
 const MB: usize = 1 << 20;
@@ -61,12 +61,12 @@ pub fn main(vm: &Vm, args: &[String]) -> TestResult {
             check(before.committed == 16 * MB, || format!("initial committed {}", before.committed))?;
             let _first = fill(vm, 15 * MB, 1)?;
             check(vm.allocate(2 * MB).is_none(), || "allocation beyond the committed heap succeeded".into())?;
-            let rss0 = rtvm::testing::os::procfs::read_status()?.vm_rss_kb;
+            let rss0 = rtvm_os_linux::procfs::read_status()?.vm_rss_kb;
             let new = vm.expand_heap(100 * MB)?;
             check(new == 116 * MB, || format!("committed after expansion: {new}"))?;
             let after = vm.heap_stats();
             let after_resident = vm.heap().resident_bytes();
-            let rss1 = rtvm::testing::os::procfs::read_status()?.vm_rss_kb;
+            let rss1 = rtvm_os_linux::procfs::read_status()?.vm_rss_kb;
             // RSS is process-wide and may also fall meanwhile: a rise, never an underflow.
             let grown_kb = rss1.saturating_sub(rss0);
             println!("expanded to {new}: resident {} (was {}), RSS {rss0} -> {rss1} kB", after_resident, before_resident);
@@ -92,7 +92,7 @@ pub fn main(vm: &Vm, args: &[String]) -> TestResult {
         }
         Some("failure-child") => {
             let _old = fill(vm, 8 * MB, 7)?;
-            let vm_data = rtvm::testing::os::procfs::read_status()?.vm_data_kb;
+            let vm_data = rtvm_os_linux::procfs::read_status()?.vm_data_kb;
             set_soft_limit(Limit::Data, vm_data * 1024 + 64 * MB as u64)?;
             let before = vm.heap_stats();
             let e = vm.expand_heap(512 * MB).unwrap_err();
@@ -111,7 +111,7 @@ pub fn main(vm: &Vm, args: &[String]) -> TestResult {
             let _old = fill(vm, 8 * MB, 3)?;
             let before = vm.heap_stats();
             let resident_before = vm.heap().resident_bytes();
-            rtvm::testing::os::fault::deny_madvise_advice(23, rtvm::testing::os::Errno::ENOMEM)?;
+            rtvm_os_linux::fault::deny_madvise_advice(23, rtvm_os_linux::Errno::ENOMEM)?;
             let e = vm.expand_heap(64 * MB).unwrap_err();
             println!("expansion failed: {e}");
             check(e.to_string().contains("was not made resident") && e.to_string().contains("errno=12"), || format!("not the pretouch error: {e}"))?;
@@ -120,7 +120,7 @@ pub fn main(vm: &Vm, args: &[String]) -> TestResult {
             // The range that was committed for the expansion went back to the kernel.
             let range = vm.heap().range();
             let (start, end) = (range.start + before.committed, range.start + before.committed + 64 * MB);
-            let tail = rtvm::testing::os::procfs::smaps_overlapping(start, end)?;
+            let tail = rtvm_os_linux::procfs::smaps_overlapping(start, end)?;
             for e in &tail {
                 check(e.map.perms.starts_with("---") && e.rss_kb == 0, || format!("the failed expansion's range is still committed: {} {} Rss {} kB", e.map.perms, e.map.name, e.rss_kb))?;
             }

@@ -11,7 +11,7 @@
 use rtvm_jtreg::testlib::*;
 
 pub fn main(_vm: &Vm, _args: &[String]) -> TestResult {
-    let page = rtvm::testing::os::base_page_size() as u64;
+    let page = rtvm_os_linux::base_page_size() as u64;
     // (heap, chunk, threads)
     let cases: [(u64, u64, u32); 8] = [
         (64 << 20, 4 << 20, 2),

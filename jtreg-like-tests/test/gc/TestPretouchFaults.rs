@@ -51,7 +51,7 @@ const HEAP: [&str; 5] = ["-Xms256m", "-Xmx256m", "-XX:+AlwaysPreTouch", "-Xlog:g
 
 fn expect_fallback(out: &OutputAnalyzer) -> TestResult {
     // The base page size as the kernel reports it for this process.
-    let page = rtvm::testing::flags::value::format_page_size(rtvm_testkit::kernel::base_page_size() as u64);
+    let page = rtvm_flags::value::format_page_size(rtvm_testkit::kernel::base_page_size() as u64);
     out.should_have_exit_value(0)?.should_match(&format!("Pretouched 268435456B in .* atomic-add, page size {page}"))?;
     let (c, r) = (out.number("Resident:", "committed")?, out.number("Resident:", "resident")?);
     check(c == 256 << 20 && r == c, || format!("{r} of {c} bytes resident"))?;

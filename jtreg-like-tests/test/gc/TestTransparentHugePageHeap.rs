@@ -13,8 +13,8 @@ use rtvm_jtreg::testlib::*;
 
 fn report(vm: &Vm) -> TestResult {
     let r = vm.heap().range();
-    let entries = rtvm::testing::os::procfs::smaps_overlapping(r.start, r.end)?;
-    let t = rtvm::testing::os::procfs::totals(&entries);
+    let entries = rtvm_os_linux::procfs::smaps_overlapping(r.start, r.end)?;
+    let t = rtvm_os_linux::procfs::totals(&entries);
     let advised = entries.iter().any(|e| e.has_flag("hg"));
     println!("HeapSmaps: size_kb={} rss_kb={} anon_huge_kb={} hg={advised} base={:#x}", t.size_kb, t.rss_kb, t.anon_huge_kb, r.start);
     Ok(())
@@ -27,7 +27,7 @@ pub fn main(vm: &Vm, args: &[String]) -> TestResult {
     // The THP facts from sysfs, not from rtvm's detection.
     let mode = rtvm_testkit::kernel::thp_mode().ok_or_else(|| TestFailure("no THP in sysfs".into()))?;
     let pmd_bytes = rtvm_testkit::kernel::thp_pmd_size().ok_or_else(|| TestFailure("no hpage_pmd_size in sysfs".into()))?;
-    let pmd = rtvm::testing::flags::value::format_exact_size(pmd_bytes as u64);
+    let pmd = rtvm_flags::value::format_exact_size(pmd_bytes as u64);
     for primitive in ["-XX:+UseMadvPopulateWrite", "-XX:-UseMadvPopulateWrite"] {
         let out = ProcessTools::execute_limited_test_vm(&[
             "-XX:+UseTransparentHugePages",

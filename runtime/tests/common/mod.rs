@@ -1,7 +1,7 @@
 //! Helpers shared by the runtime's integration tests.
 #![allow(dead_code)]
 
-use rtvm::testing::os::procfs::{self, MapsEntry};
+use rtvm_os_linux::procfs::{self, MapsEntry};
 #[allow(unused_imports)]
 pub use rtvm_testkit::child::{child_role, describe, isolated, run_child, value_after};
 

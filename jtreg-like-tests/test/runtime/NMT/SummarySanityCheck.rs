@@ -40,7 +40,7 @@ fn sanity_check(report: &str, unit: &str, slack: i128) -> Result<usize, TestFail
 pub fn main(vm: &Vm, _args: &[String]) -> TestResult {
     // Some memory in every category: heap, a few threads, an attached one, mallocs.
     let _block = vm.allocate(8 << 20);
-    let gate = rtvm::testing::IdleGate::new();
+    let gate = rtvm_launcher::IdleGate::new();
     let _release = gate.release_on_drop();
     let threads = (0..4).map(|i| vm.spawn(&format!("sanity-{i}"), gate.parked_body())).collect::<Result<Vec<_>, _>>()?;
     gate.wait_started(4);

@@ -28,10 +28,10 @@ const THREADS: usize = 200;
 const MB: u64 = 1 << 20;
 
 fn child(vm: &Vm) -> TestResult {
-    let gate = rtvm::testing::IdleGate::new();
+    let gate = rtvm_launcher::IdleGate::new();
     let _release = gate.release_on_drop();
     let before = vm.native_memory_summary().ok_or_else(|| TestFailure("NMT is off".into()))?;
-    let rss_before = rtvm::testing::os::procfs::read_status()?.vm_rss_kb;
+    let rss_before = rtvm_os_linux::procfs::read_status()?.vm_rss_kb;
     let mut threads = Vec::new();
     for i in 0..THREADS {
         threads.push(vm.thread(&format!("Idle#{i}")).hold_at_start(true).spawn(gate.parked_body())?);
@@ -42,7 +42,7 @@ fn child(vm: &Vm) -> TestResult {
     }
     gate.wait_started(THREADS);
     let after = vm.native_memory_summary().ok_or_else(|| TestFailure("NMT is off".into()))?;
-    let rss_after = rtvm::testing::os::procfs::read_status()?.vm_rss_kb;
+    let rss_after = rtvm_os_linux::procfs::read_status()?.vm_rss_kb;
     println!(
         "NMT: collapsed={collapsed} stack_committed_before={} stack_committed_after={} stack_reserved={} rss_before_kB={rss_before} rss_after_kB={rss_after} threads={}",
         before.stacks.committed, after.stacks.committed, after.stacks.reserved, after.thread_count

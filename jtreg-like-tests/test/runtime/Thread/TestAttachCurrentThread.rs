@@ -20,7 +20,7 @@
 use std::sync::mpsc;
 use std::time::Duration;
 
-use rtvm::testing::os::procfs::{read_maps, MapsEntry};
+use rtvm_os_linux::procfs::{read_maps, MapsEntry};
 use rtvm::{StackBounds, ThreadError, ThreadKind, VmHandle};
 use rtvm_jtreg::testlib::*;
 

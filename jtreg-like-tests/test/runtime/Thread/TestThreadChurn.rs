@@ -18,10 +18,10 @@ use rtvm_jtreg::testlib::*;
 
 fn measure() -> Result<(usize, usize, u64), TestFailure> {
     // glibc malloc arenas (one more may appear as threads come and go) are the C allocator's.
-    let maps = rtvm::testing::os::procfs::read_maps().map_err(|e| TestFailure(e.to_string()))?;
-    let maps = rtvm::testing::os::procfs::without_malloc_arenas(&maps).len();
-    let fds = rtvm::testing::os::procfs::count_fds().map_err(|e| TestFailure(e.to_string()))?;
-    let rss = rtvm::testing::os::procfs::read_status().map_err(|e| TestFailure(e.to_string()))?.vm_rss_kb;
+    let maps = rtvm_os_linux::procfs::read_maps().map_err(|e| TestFailure(e.to_string()))?;
+    let maps = rtvm_os_linux::procfs::without_malloc_arenas(&maps).len();
+    let fds = rtvm_os_linux::procfs::count_fds().map_err(|e| TestFailure(e.to_string()))?;
+    let rss = rtvm_os_linux::procfs::read_status().map_err(|e| TestFailure(e.to_string()))?.vm_rss_kb;
     Ok((maps, fds, rss))
 }
 

@@ -66,7 +66,7 @@ const UNMITIGATED: [&str; 2] = ["-XX:+UnlockDiagnosticVMOptions", "-XX:+DisableT
 /// held) of every stack: mapped, `nh` when `expect_nh`, not `nh` when not, and a `---p` guard
 /// exactly over the layout's guard zone.
 fn check_own_stacks(threads: &[rtvm::VmThread], expect_nh: bool) -> TestResult {
-    let entries = rtvm::testing::os::procfs::read_smaps()?;
+    let entries = rtvm_os_linux::procfs::read_smaps()?;
     let (mut nh, mut guarded) = (0, 0);
     for t in threads {
         let l = &t.info().layout;
@@ -89,14 +89,14 @@ fn check_own_stacks(threads: &[rtvm::VmThread], expect_nh: bool) -> TestResult {
 /// In the child VM: `count` idle threads held at a gate the test controls; the memory line
 /// and the stacks' smaps are taken while all of them exist, then they are released.
 fn idle_child(vm: &Vm, count: usize) -> TestResult {
-    let gate = rtvm::testing::IdleGate::new();
+    let gate = rtvm_launcher::IdleGate::new();
     let _release = gate.release_on_drop();
     let threads = (0..count)
         .map(|i| vm.thread(&format!("Idle#{i}")).spawn(gate.parked_body()))
         .collect::<Result<Vec<_>, _>>()?;
     gate.wait_started(count);
-    println!("{}", rtvm::testing::memory_line("IdleThreads", count)?);
-    let mitigated = !vm.flags().get(rtvm::testing::flags::flag::DisableTHPStackMitigation);
+    println!("{}", rtvm_launcher::memory_line("IdleThreads", count)?);
+    let mitigated = !vm.flags().get(rtvm_flags::flag::DisableTHPStackMitigation);
     check_own_stacks(&threads, mitigated)?;
     gate.release();
     for t in threads {
@@ -178,19 +178,19 @@ fn collapse(extra: &[&str], expect_refused: bool) -> TestResult {
 /// In the child VM: start the threads held in their start window, collapse every stack,
 /// let them run, report.
 fn collapse_child(vm: &Vm, count: usize) -> TestResult {
-    let gate = rtvm::testing::IdleGate::new();
+    let gate = rtvm_launcher::IdleGate::new();
     let _release = gate.release_on_drop();
     let mut threads = Vec::new();
     for i in 0..count {
         threads.push(vm.thread(&format!("Idle#{i}")).hold_at_start(true).spawn(gate.parked_body())?);
     }
-    let rss_before = rtvm::testing::os::procfs::read_status()?.vm_rss_kb;
+    let rss_before = rtvm_os_linux::procfs::read_status()?.vm_rss_kb;
     let (mut collapsed, mut refused, mut other) = (0, 0, 0);
     let mut refused_stacks = Vec::new();
     for t in &threads {
         match t.info().collapse_stack() {
             Ok(()) => collapsed += 1,
-            Err(e) if e.errno == rtvm::testing::os::Errno::EINVAL => {
+            Err(e) if e.errno == rtvm_os_linux::Errno::EINVAL => {
                 refused += 1;
                 refused_stacks.push(t.info().layout.usable.clone());
             }
@@ -203,7 +203,7 @@ fn collapse_child(vm: &Vm, count: usize) -> TestResult {
         }
     }
     // Why each refusal: the kernel's view of the refused stacks.
-    let entries = rtvm::testing::os::procfs::read_smaps()?;
+    let entries = rtvm_os_linux::procfs::read_smaps()?;
     let (mut refused_nh, mut refused_huge_kb) = (0, 0);
     for r in &refused_stacks {
         let overlapping: Vec<_> = entries.iter().filter(|e| e.map.start < r.end && e.map.end > r.start).collect();
@@ -218,7 +218,7 @@ fn collapse_child(vm: &Vm, count: usize) -> TestResult {
     }
     gate.wait_started(count);
     println!("Collapse: threads={count} collapsed={collapsed} refused={refused} refused_nh={refused_nh} refused_huge_kb={refused_huge_kb} other={other} rss_before_kB={rss_before}");
-    println!("{}", rtvm::testing::memory_line("IdleThreads", count)?);
+    println!("{}", rtvm_launcher::memory_line("IdleThreads", count)?);
     gate.release();
     for t in threads {
         t.join()?;
@@ -229,7 +229,7 @@ fn collapse_child(vm: &Vm, count: usize) -> TestResult {
 /// MADV_COLLAPSE of an unadvised 8 MB mapping with one resident page per PMD region — what
 /// khugepaged would do to a fresh stack without the mitigation. `true` if it worked.
 fn collapse_control() -> bool {
-    use rtvm::testing::os::{Reservation, base_page_size};
+    use rtvm_os_linux::{Reservation, base_page_size};
     let pmd = rtvm_testkit::kernel::thp_pmd_size().unwrap_or(2 << 20);
     let len = 4 * pmd;
     let Ok(r) = Reservation::reserve(len, pmd) else { return false };

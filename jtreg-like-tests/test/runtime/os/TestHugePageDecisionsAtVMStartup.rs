@@ -132,7 +132,7 @@ pub fn main(_vm: &Vm, args: &[String]) -> TestResult {
     } else {
         logged("info", "Large page support enabled")?;
         let page = if use_thp { os.thp_size } else { os.default_size };
-        let heap_page = rtvm::testing::flags::value::format_page_size(page);
+        let heap_page = rtvm_flags::value::format_page_size(page);
         out.should_match(&format!(r"\[pagesize *\] Heap: +min=.* page_size={heap_page} "))?;
     }
     // The same decision as java on this machine.

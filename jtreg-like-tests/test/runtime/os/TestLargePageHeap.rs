@@ -39,7 +39,7 @@
 
 use std::path::{Path, PathBuf};
 
-use rtvm::testing::os::setting::TemporarySetting;
+use rtvm_os_linux::setting::TemporarySetting;
 use rtvm_jtreg::testlib::*;
 
 const HEAP_MB: u64 = 64;
@@ -54,7 +54,7 @@ fn meminfo(key: &str) -> u64 {
 /// In the child VM: what the kernel says about the heap and the huge page pool.
 fn report(vm: &Vm) -> TestResult {
     let r = vm.heap().range();
-    let entries = rtvm::testing::os::procfs::smaps_overlapping(r.start, r.end)?;
+    let entries = rtvm_os_linux::procfs::smaps_overlapping(r.start, r.end)?;
     let page_kb: Vec<u64> = entries.iter().map(|e| e.kernel_page_kb).collect();
     let ht = !entries.is_empty() && entries.iter().all(|e| e.has_flag("ht"));
     let size_kb: u64 = entries.iter().map(|e| e.size_kb).sum();
@@ -95,7 +95,7 @@ fn check_on_huge_pages(extra: &[&str], page_kb: u64) -> TestResult {
             let out = run(&args)?;
             out.should_match(r"UseLargePages=1, UseTransparentHugePages=0, UseHugeTLBFS=1")?
                 .should_contain("Large page support enabled.")?
-                .should_match(&format!(r"\[gc,init *\] Heap Page Size: {} hugetlbfs pages", rtvm::testing::flags::value::format_exact_size(page_kb << 10)))?
+                .should_match(&format!(r"\[gc,init *\] Heap Page Size: {} hugetlbfs pages", rtvm_flags::value::format_exact_size(page_kb << 10)))?
                 .should_match(r"\[gc,init *\] Large Page Support: Enabled \(Explicit\)")?;
             check(out.number("LargePageReport:", "kernel_page_kb")? == page_kb, || format!("heap KernelPageSize is not {page_kb} kB: {}", out.stdout))?;
             out.should_contain("ht=true")?;

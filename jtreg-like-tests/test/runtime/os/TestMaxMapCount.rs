@@ -10,7 +10,7 @@
  * @run main/othervm -Xmx32m -XX:ParallelGCThreads=1 TestMaxMapCount
  */
 
-use rtvm::testing::os::{base_page_size, procfs, system, Reservation};
+use rtvm_os_linux::{base_page_size, procfs, system, Reservation};
 use rtvm_jtreg::testlib::*;
 
 pub fn main(vm: &Vm, _args: &[String]) -> TestResult {

@@ -28,7 +28,7 @@
 
 use std::ops::Range;
 
-use rtvm::testing::os::procfs::{self, SmapsEntry};
+use rtvm_os_linux::procfs::{self, SmapsEntry};
 use rtvm::ThreadInfo;
 use rtvm_jtreg::testlib::*;
 
@@ -53,7 +53,7 @@ fn check_stack(t: &ThreadInfo, smaps: &[SmapsEntry], e: &Expect) -> Result<(), T
     let l = &t.layout;
     let who = format!("{} {:?}", t.name, l.mapping);
     check(l.guard.len() == e.guard_bytes && l.guard.start == l.mapping.start && l.guard.end == l.usable.start, || format!("{who}: guard zone {:x?}, expected {} bytes at the bottom", l.guard, e.guard_bytes))?;
-    check(l.alt_guard.len() == rtvm::testing::os::base_page_size() && l.alt_guard.start == l.usable.end && l.alt_stack.start == l.alt_guard.end, || format!("{who}: signal stack {:x?} is not directly above a guard page {:x?} above the stack top", l.alt_stack, l.alt_guard))?;
+    check(l.alt_guard.len() == rtvm_os_linux::base_page_size() && l.alt_guard.start == l.usable.end && l.alt_stack.start == l.alt_guard.end, || format!("{who}: signal stack {:x?} is not directly above a guard page {:x?} above the stack top", l.alt_stack, l.alt_guard))?;
     check(all_perms(smaps, &l.usable, "rw") && all_perms(smaps, &l.alt_stack, "rw"), || format!("{who}: the usable stack or the signal stack is not read-write"))?;
     if e.guards_in_place {
         check(all_perms(smaps, &l.guard, "---"), || format!("{who}: the guard zone {:x?} is not PROT_NONE", l.guard))?;
@@ -75,7 +75,7 @@ pub fn main(vm: &Vm, args: &[String]) -> TestResult {
     let guard_bytes = policy.zones.red + policy.zones.yellow + policy.zones.reserved;
     let thp = &vm.page_info().thp;
     println!("THP mode {:?} (the mode this machine has; the mitigation does not depend on it); guard zone {} KiB", thp.mode, guard_bytes / 1024);
-    let gate = rtvm::testing::IdleGate::new();
+    let gate = rtvm_launcher::IdleGate::new();
     let _release = gate.release_on_drop();
     let mut threads = Vec::new();
     for i in 0..count {

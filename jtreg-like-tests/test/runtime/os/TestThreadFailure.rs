@@ -24,17 +24,17 @@
 use rtvm_jtreg::testlib::*;
 
 fn vm_size_kb() -> Result<u64, TestFailure> {
-    Ok(rtvm::testing::os::procfs::read_status().map_err(|e| TestFailure(e.to_string()))?.vm_size_kb)
+    Ok(rtvm_os_linux::procfs::read_status().map_err(|e| TestFailure(e.to_string()))?.vm_size_kb)
 }
 
 
 /// In the child: lower RLIMIT_AS to 256 MB above what is mapped now, start threads until
 /// one fails, then check the error, the survivors and that no stack mapping is left.
 fn child(vm: &Vm) -> TestResult {
-    use rtvm::testing::os::system::{set_soft_limit, soft_limit, Limit};
+    use rtvm_os_linux::system::{set_soft_limit, soft_limit, Limit};
     let original = soft_limit(Limit::AddressSpace).unwrap_or(u64::MAX);
     set_soft_limit(Limit::AddressSpace, vm_size_kb()? * 1024 + (256 << 20))?;
-    let gate = rtvm::testing::IdleGate::new();
+    let gate = rtvm_launcher::IdleGate::new();
     let _release = gate.release_on_drop();
     let mut threads = Vec::new();
     let failure = loop {
@@ -62,7 +62,7 @@ fn child(vm: &Vm) -> TestResult {
     }
     let left: usize = stacks
         .iter()
-        .map(|r| rtvm::testing::os::procfs::maps_overlapping(r.start, r.end).map(|m| m.len()))
+        .map(|r| rtvm_os_linux::procfs::maps_overlapping(r.start, r.end).map(|m| m.len()))
         .sum::<Result<usize, _>>()?;
     println!("started={started} stack mappings left after join={left}");
     check(left == 0, || format!("{left} stack mappings leaked"))?;

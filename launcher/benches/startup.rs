@@ -2,20 +2,17 @@
 //! starting any process here: the machine's floor) and `java -version` (the reference),
 //! measured in the same run, interleaved, medians.
 //!
-//! `cargo bench -p rtvm --bench startup [-- --runs N]`
-
-#[path = "common.rs"]
-mod common;
+//! `cargo bench -p rtvm-launcher --bench startup [-- --runs N]`
 
 use std::time::Duration;
 
-use common::{have_java, median, time_process as time};
+use rtvm_testkit::bench::{have_java, median, time_process as time};
 
 fn main() {
-    if common::listing() {
+    if rtvm_testkit::bench::listing() {
         return;
     }
-    let runs = common::arg("--runs").unwrap_or(41usize);
+    let runs = rtvm_testkit::bench::arg("--runs").unwrap_or(41usize);
     let rtvm = env!("CARGO_BIN_EXE_rtvm");
     let java = have_java();
     let mut floor = Vec::new();

@@ -3,7 +3,7 @@
 
 use std::process::{Command, Output};
 
-use rtvm::launcher::CREATE_FAILED;
+use rtvm_launcher::CREATE_FAILED;
 
 fn rtvm(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_rtvm"))

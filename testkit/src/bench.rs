@@ -1,5 +1,5 @@
-//! Helpers shared by rtvm's benchmarks (included with `#[path]`).
-#![allow(dead_code)]
+//! Helpers shared by rtvm's benchmarks: medians, `--name value` arguments, whole-process
+//! timing, and whether `java` (the reference) is installed.
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

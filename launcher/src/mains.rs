@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use rtvm_os_linux::procfs;
 
-use crate::launcher::MainResult;
-use crate::threads::VmThread;
-use crate::vm::Vm;
+use rtvm::{Vm, VmThread};
+
+use crate::MainResult;
 
 /// A gate idle threads report to and park at until released. Two condition variables, so a
 /// thread reporting in wakes only the waiter, never the other parked threads (one would make
@@ -59,18 +59,15 @@ impl IdleGate {
 
     /// Releases the gate when the returned guard goes, on every path out of the caller —
     /// an early `?` return or a panic included — so no parked thread outlives it.
-    #[cfg(feature = "testing")]
     pub fn release_on_drop(self: &Arc<Self>) -> ReleaseOnDrop {
         ReleaseOnDrop(Arc::clone(self))
     }
 }
 
 /// See [`IdleGate::release_on_drop`].
-#[cfg(feature = "testing")]
 #[derive(Debug)]
 pub struct ReleaseOnDrop(Arc<IdleGate>);
 
-#[cfg(feature = "testing")]
 impl Drop for ReleaseOnDrop {
     fn drop(&mut self) {
         self.0.release();

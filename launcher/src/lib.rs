@@ -1,5 +1,10 @@
-//! The launcher: `rtvm [options] <Main> [args...]`, as a library entry point so another
-//! binary (the jtreg test VM) can reuse it with its own mains.
+//! # rtvm-launcher
+//!
+//! The `rtvm` program: `rtvm [options] <Main> [args...]`, as java's launcher is to libjvm —
+//! a program apart from the embedding library, built on its public API only. The library
+//! half (`launch`, [`Mains`]) lets another binary (the jtreg test VM) reuse it with mains of
+//! its own; [`IdleGate`] and [`memory_line`] are what the built-in `IdleThreads` main (and the
+//! tests that reproduce JDK-8312182) are made of.
 //!
 //! Arguments are read as bytes (`OsString`): an argument that is not UTF-8 is converted
 //! lossily and earns the message its text earns (`Unrecognized VM option 'Fo\u{fffd}'`),
@@ -19,10 +24,11 @@ use std::fmt;
 use std::io::Write as _;
 use std::sync::{Arc, Mutex};
 
-use crate::args::{lossy, InitArgs};
-use crate::error::{ErrorCode, ErrorKind};
-use crate::output::Stream;
-use crate::vm::Vm;
+use rtvm::{lossy, ErrorCode, ErrorKind, InitArgs, Stream, Vm};
+
+mod mains;
+
+pub use mains::{idle_threads, memory_line, IdleGate, ReleaseOnDrop};
 
 /// What the launcher prints on stderr after an argument error, as java's launcher does
 /// (`JVM_ERROR1`, then the fatal-exception line), with rtvm's name for the VM.
@@ -89,7 +95,7 @@ impl Mains {
             name: "IdleThreads",
             usage: "<count> [<hold-seconds>]",
             summary: "start <count> idle threads, print RSS, threads and AnonHugePages, hold, stop",
-            main: crate::mains::idle_threads,
+            main: mains::idle_threads,
         });
         m
     }
