@@ -1,8 +1,14 @@
 //! Arguments for [`Vm::create`](crate::Vm::create), in the spirit of `JavaVMInitArgs`.
 
+use std::cell::RefCell;
 use std::ffi::OsStr;
+use std::time::Instant;
 
+use rtvm_flags::{ArgError, ArgErrorKind, EnvOptions, ParseOptions, XlogAction};
+
+use crate::error::CreateError;
 use crate::output::{Output, Stream};
+use crate::xlog::{self, LogConfig, XlogStep};
 
 /// The environment variable whose options are applied before the command line (rtvm's
 /// `JAVA_TOOL_OPTIONS`).
@@ -59,4 +65,40 @@ pub fn lossy(text: &OsStr) -> String {
 /// `RTVM_OPTIONS`, read as bytes (`None` if unset).
 pub(crate) fn env_options() -> Option<String> {
     std::env::var_os(ENV_OPTIONS).map(|v| lossy(&v))
+}
+
+/// Parses the options with `-Xlog` applied in order, and stops where `java` stops.
+pub(crate) fn parse_options(
+    args: &InitArgs,
+    output: &Output,
+    start: Instant,
+) -> Result<(rtvm_flags::Parsed, LogConfig), CreateError> {
+    let env_value = env_options();
+    let xlog = RefCell::new(LogConfig::new());
+    let hook = |option: &str| -> Result<XlogAction, ArgError> {
+        match xlog.borrow_mut().apply(option) {
+            Ok(XlogStep::Continue) => Ok(XlogAction::Continue),
+            Ok(XlogStep::Help) => {
+                output.write(Stream::Stdout, &xlog::help_text());
+                Ok(XlogAction::Stop)
+            }
+            Err(e) => {
+                xlog::print_error(&e, output, start);
+                Err(ArgError {
+                    message: e.message(),
+                    kind: ArgErrorKind::InvalidOption,
+                })
+            }
+        }
+    };
+    let options = ParseOptions {
+        ignore_unrecognized: args.ignore_unrecognized,
+        env: env_value.as_deref().map(|value| EnvOptions {
+            name: ENV_OPTIONS,
+            value,
+        }),
+        xlog: Some(&hook),
+    };
+    let parsed = rtvm_flags::parse(&args.options, &options, &mut |s, t| output.write(s, t))?;
+    Ok((parsed, xlog.into_inner()))
 }

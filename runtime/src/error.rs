@@ -1,8 +1,17 @@
-//! What goes wrong, as values: creation, shutdown.
+//! What goes wrong, as values: creation, shutdown — and the one mapping of every error to the
+//! JNI-style code an embedder sees ([`ErrorCode`], `From<&E>`), used by [`Vm::create`],
+//! the C API and the launcher alike.
+//!
+//! [`Vm::create`]: crate::Vm::create
 
 use std::fmt;
 
-use rtvm_flags::{ArgError, ArgErrorKind};
+use rtvm_flags::ArgError;
+use rtvm_os_linux::Errno;
+
+use crate::heap::HeapError;
+use crate::memory::MemoryError;
+use crate::threads::ThreadError;
 
 /// JNI-style result codes, with rtvm's additions after JNI's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -42,6 +51,71 @@ impl ErrorCode {
             ErrorCode::Exited => -7,
             ErrorCode::Again => -8,
             ErrorCode::ShuttingDown => -9,
+        }
+    }
+
+    /// The code with this number.
+    pub const fn from_code(code: i32) -> Option<ErrorCode> {
+        Some(match code {
+            -1 => ErrorCode::Err,
+            -2 => ErrorCode::Detached,
+            -3 => ErrorCode::Version,
+            -4 => ErrorCode::NoMem,
+            -5 => ErrorCode::Exists,
+            -6 => ErrorCode::Inval,
+            -7 => ErrorCode::Exited,
+            -8 => ErrorCode::Again,
+            -9 => ErrorCode::ShuttingDown,
+            _ => return None,
+        })
+    }
+}
+
+/// Memory or address space ran out (`ENOMEM`): [`ErrorCode::NoMem`], else `other`.
+fn no_mem_or(out_of_memory: bool, other: ErrorCode) -> ErrorCode {
+    if out_of_memory {
+        ErrorCode::NoMem
+    } else {
+        other
+    }
+}
+
+impl From<&HeapError> for ErrorCode {
+    fn from(e: &HeapError) -> ErrorCode {
+        match e {
+            HeapError::Reserve { os, .. } | HeapError::Commit(os) | HeapError::Pretouch(os) => {
+                no_mem_or(os.is_out_of_memory(), ErrorCode::Err)
+            }
+            HeapError::Exhausted { .. } => ErrorCode::NoMem,
+            _ => ErrorCode::Err,
+        }
+    }
+}
+
+impl From<&ThreadError> for ErrorCode {
+    fn from(e: &ThreadError) -> ErrorCode {
+        match e {
+            ThreadError::Start { errno, .. } | ThreadError::Attach { errno, .. } => match *errno {
+                Errno::EAGAIN => ErrorCode::Again,
+                Errno::ENOMEM => ErrorCode::NoMem,
+                Errno::EINVAL => ErrorCode::Inval,
+                _ => ErrorCode::Err,
+            },
+            ThreadError::ShuttingDown { .. } => ErrorCode::ShuttingDown,
+            ThreadError::NotAttached { started: None } => ErrorCode::Detached,
+            ThreadError::NotAttached { started: Some(_) } => ErrorCode::Inval,
+            _ => ErrorCode::Err,
+        }
+    }
+}
+
+impl From<&MemoryError> for ErrorCode {
+    fn from(e: &MemoryError) -> ErrorCode {
+        match e {
+            MemoryError::Invalid { .. } => ErrorCode::Inval,
+            MemoryError::Capacity { .. } => ErrorCode::NoMem,
+            MemoryError::ShuttingDown { .. } => ErrorCode::ShuttingDown,
+            e => no_mem_or(e.is_out_of_memory(), ErrorCode::Err),
         }
     }
 }
@@ -120,11 +194,22 @@ impl std::error::Error for CreateError {}
 
 impl From<ArgError> for CreateError {
     fn from(e: ArgError) -> CreateError {
-        let code = match e.kind {
-            ArgErrorKind::InvalidOption => ErrorCode::Inval,
-            _ => ErrorCode::Err,
-        };
+        let code = ErrorCode::from_code(e.kind.jni_code()).unwrap_or(ErrorCode::Err);
         CreateError::args(code, e.message)
+    }
+}
+
+/// The heap could not be set up: `Error occurred during initialization of VM` and the message.
+impl From<HeapError> for CreateError {
+    fn from(e: HeapError) -> CreateError {
+        CreateError::init(ErrorCode::from(&e), format!("{e}\n"))
+    }
+}
+
+/// A thread the VM needed could not start: `ENOMEM` for memory, `EAGAIN` for limits.
+impl From<ThreadError> for CreateError {
+    fn from(e: ThreadError) -> CreateError {
+        CreateError::init(ErrorCode::from(&e), format!("{e}\n"))
     }
 }
 

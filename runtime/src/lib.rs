@@ -25,9 +25,33 @@
 //! the library exits the process; errors come back as values.
 //!
 //! The embedding surface is this crate root: [`Vm`] and its [`InitArgs`], thread and heap
-//! handles, NMT, and the error types; the C API mirrors it (`include/rtvm.h`). The launcher
-//! ([`launcher`]) is the `rtvm` program as a library. Test tools are behind the `testing`
-//! feature. `unsafe` code is confined to the OS layer and to the C API.
+//! handles, embedder memories, NMT, and the error types (with the OS error types they
+//! carry); the C API mirrors it (`include/rtvm.h`). The `rtvm` program is a crate of its
+//! own (`rtvm-launcher`), built on this API. Test tools are behind the `testing` feature.
+//! `unsafe` code is confined to the OS layer and to the C API.
+//!
+//! ## Where each mechanism lives
+//!
+//! Data flows one way: `vm` → `ergonomics` → `policy` → `heap`, `memory`, `threads` →
+//! `pretouch` → `workers` → the OS layer (`rtvm_os_linux`).
+//!
+//! | module | what |
+//! | --- | --- |
+//! | `vm` | [`Vm`], [`VmHandle`]: the create and shutdown sequence, the owner of everything |
+//! | `lifecycle` | the VM's states ([`VmState`]) and transition rules |
+//! | `args` | [`InitArgs`], `RTVM_OPTIONS`, option parsing with `-Xlog` applied in order |
+//! | `ergonomics` | the decisions, as ordered steps: machine, large pages, heap sizes, nursery, stacks; `-Xlog:pagesize` and `gc+init` |
+//! | `policy` | what ergonomics decided, read by everything below (one memory policy for the heap and memories) |
+//! | `heap` | [`Heap`]: reserve and expand, the bump allocator, [`Tlab`], [`Nursery`] |
+//! | `memory` | [`VmMemory`]: memory of the embedder's own with the VM's policies |
+//! | `pretouch` | the engine: chunked parallel pretouch of a range, holds ([`PretouchHold`]), the one growth routine |
+//! | `threads` | [`VmThread`], [`AttachedThread`], the registry, stack policy, the start handshake |
+//! | `workers` | the worker gang and its task queue |
+//! | `nmt` | [`NmtSummary`] in HotSpot 17's layout |
+//! | `xlog` | `-Xlog`: selections, outputs and rotation, decorations, dispatch |
+//! | `output` | [`Output`]: standard streams or the embedder's hook |
+//! | `error` | [`CreateError`], [`ErrorCode`] and the one mapping of errors to codes |
+//! | `capi` | the C API of `include/rtvm.h`, by area |
 #![deny(unsafe_code)]
 
 mod args;
@@ -36,9 +60,12 @@ mod capi;
 mod ergonomics;
 mod error;
 mod heap;
+mod lifecycle;
 mod memory;
 mod nmt;
 mod output;
+mod policy;
+mod pretouch;
 mod threads;
 mod vm;
 mod workers;
@@ -46,34 +73,40 @@ mod xlog;
 
 pub use args::{lossy, InitArgs, ENV_OPTIONS};
 pub use error::{CreateError, ErrorCode, ErrorKind, ShutdownError};
-pub use heap::{
-    Heap, HeapBlock, HeapError, HeapStats, Nursery, PretouchHold, PretouchReport, Tlab,
-};
+pub use heap::{Heap, HeapBlock, HeapError, HeapStats, Nursery, Tlab};
+pub use lifecycle::VmState;
 pub use memory::{MemoryError, MemoryRequest, VmMemory};
 pub use nmt::{MemoryDetail, NmtScale, NmtSummary, StackDetail, Usage};
 pub use output::{Output, Stream};
+pub use pretouch::{PretouchHold, PretouchReport};
 pub use threads::{
-    AttachedThread, StackBounds, StackPolicy, ThreadError, ThreadInfo, ThreadKind, ThreadState,
-    VmState, VmThread,
+    AttachedThread, StackBounds, StackConfig, ThreadBuilder, ThreadError, ThreadInfo, ThreadKind,
+    ThreadState, VmThread,
 };
-pub use vm::{version_text, ThreadBuilder, Vm, VmHandle};
+pub use vm::{version_text, Vm, VmHandle};
 pub use workers::TaskPanicked;
+
+/// The OS errors rtvm's errors carry ([`HeapError`], [`MemoryError`], [`ThreadError`]):
+/// the operation, the range and the errno.
+pub use rtvm_os_linux::{Errno, Operation, OsError};
 
 /// The flag values a VM runs with ([`VmHandle::flags`]): typed handles and values.
 pub mod flags {
     pub use rtvm_flags::{flag, Flag, FlagInfo, FlagKind, FlagType, Flags, Origin, Source, Value};
 }
 
-/// The page-size and THP facts a VM started with ([`VmHandle::page_info`]).
+/// The page-size and THP facts a VM started with ([`VmHandle::page_info`]), and a stack's
+/// layout ([`ThreadInfo::layout`]).
 pub mod pages {
     pub use rtvm_os_linux::pages::{
-        DefragMode, HugetlbInfo, MthpSetting, MthpSize, PageInfo, ShmemMode, ThpInfo, ThpMode,
+        DefragMode, HugetlbInfo, MthpSetting, MthpSize, PageInfo, Problem, ShmemMode, ThpInfo,
+        ThpMode,
     };
-    pub use rtvm_os_linux::StackLayout;
+    pub use rtvm_os_linux::{Primitive, StackLayout};
 }
 
-/// What the jtreg-like tests and the benches need beyond the embedding API: the lower
-/// crates, the idle-thread gate, the `-Xlog` parser. Not for embedders.
+/// What the jtreg-like tests and the benches need beyond the embedding API: the worker gang
+/// and its tasks, the `-Xlog` parser. Not for embedders.
 #[cfg(feature = "testing")]
 pub mod testing {
     pub use crate::workers::{GangTask, TaskHandle, WorkerGang};

@@ -2,8 +2,12 @@
 //! memories, arenas, code — with the VM's policies: reserved with guard regions, committed as
 //! it grows, pretouched (`-XX:+AlwaysPreTouch`, in the background with
 //! `-XX:+BackgroundPreTouch`) and advised for transparent huge pages
-//! (`-XX:+UseTransparentHugePages`) as the heap is, logged under `os`, and counted by NMT in
-//! a category of the embedder's naming.
+//! (`-XX:+UseTransparentHugePages`) as the heap is — the same [`MemoryPolicy`] value, decided
+//! once by ergonomics — logged under `os`, and counted by NMT in a category of the embedder's
+//! naming.
+//!
+//! A memory holds the worker gang weakly (never the VM): it outlives its VM, and a growth
+//! after the VM is gone is pretouched by the calling thread.
 //!
 //! ```no_run
 //! use rtvm::{InitArgs, MemoryRequest, Vm};
@@ -21,15 +25,13 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
-use rtvm_flags::flag;
 use rtvm_flags::value::format_exact_size;
-use rtvm_os_linux::{
-    base_page_size, HugePageAdvice, OsError, PretouchRequest, Reservation, ThpMode,
-};
+use rtvm_os_linux::{base_page_size, HugePageAdvice, OsError, Reservation};
 
-use crate::heap::{pretouch_now, HeapError, PretouchReport, PretouchTarget, PretouchTask};
-use crate::vm::VmHandle;
-use crate::workers::{GangTask, TaskHandle};
+use crate::nmt::MemoryDetail;
+use crate::policy::MemoryPolicy;
+use crate::pretouch::{self, Background, GrowError, Label, PretouchError, PretouchReport, Target};
+use crate::workers::{TaskPanicked, WorkerGang};
 
 /// What an embedder asks [`VmHandle::reserve_memory`] for.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -63,6 +65,11 @@ impl MemoryRequest {
     pub fn initial(mut self, bytes: usize) -> MemoryRequest {
         self.initial = bytes;
         self
+    }
+
+    /// The NMT category asked for.
+    pub fn category(&self) -> &str {
+        &self.category
     }
 }
 
@@ -101,46 +108,50 @@ pub enum MemoryError {
     },
     /// A reserve, commit or advice failed (HotSpot's wording, with the errno).
     #[error("{0}")]
-    Os(OsError),
-    /// The pretouch failed or its task panicked.
+    Os(#[source] OsError),
+    /// The pretouch failed; the message names the range that was not made resident.
     #[error("{0}")]
-    Pretouch(HeapError),
+    Pretouch(#[source] OsError),
+    /// The pretouch task failed in a way that is a bug (a worker panicked).
+    #[error("{0}")]
+    Task(#[source] TaskPanicked),
 }
 
 impl MemoryError {
     /// Whether the failure is a lack of memory or address space (`ENOMEM`).
     pub fn is_out_of_memory(&self) -> bool {
         match self {
-            MemoryError::Os(e) => e.is_out_of_memory(),
-            MemoryError::Pretouch(HeapError::Pretouch(e)) => e.is_out_of_memory(),
+            MemoryError::Os(e) | MemoryError::Pretouch(e) => e.is_out_of_memory(),
             _ => false,
         }
     }
 }
 
-/// The part of a memory that background pretouches and NMT share.
-#[derive(Debug)]
-pub(crate) struct MemoryInner {
-    pub(crate) reservation: Reservation,
-    pub(crate) request: PretouchRequest,
-    pub(crate) chunk_size: usize,
-    pub(crate) page_size: usize,
-    pub(crate) category: String,
-    capacity: usize,
-    guard: usize,
-    size: AtomicUsize,
+impl From<PretouchError> for MemoryError {
+    fn from(e: PretouchError) -> MemoryError {
+        match e {
+            PretouchError::Os(os) => MemoryError::Pretouch(os),
+            PretouchError::Panicked(p) => MemoryError::Task(p),
+        }
+    }
 }
 
-impl MemoryInner {
-    /// What NMT reports for it: (category, reserved, committed, range).
-    pub(crate) fn nmt(&self) -> (String, u64, u64, std::ops::Range<usize>) {
-        (
-            self.category.clone(),
-            self.reservation.len() as u64,
-            self.size.load(Ordering::Relaxed) as u64,
-            self.reservation.range(),
-        )
+impl From<GrowError> for MemoryError {
+    fn from(e: GrowError) -> MemoryError {
+        match e {
+            GrowError::Commit(os) => MemoryError::Os(os),
+            GrowError::Pretouch(p) => p.into(),
+        }
     }
+}
+
+/// The part of a memory that NMT sees.
+#[derive(Debug)]
+struct MemoryInner {
+    reservation: Arc<Reservation>,
+    category: String,
+    /// Committed (usable) bytes from the base.
+    size: AtomicUsize,
 }
 
 /// The embedder memories of one VM, for NMT.
@@ -156,10 +167,21 @@ impl MemoryRegistry {
         list.push(Arc::downgrade(m));
     }
 
-    /// The live memories.
-    pub(crate) fn list(&self) -> Vec<Arc<MemoryInner>> {
+    /// What NMT reports for the live memories.
+    pub(crate) fn usage(&self) -> Vec<MemoryDetail> {
         let list = self.memories.lock().unwrap_or_else(|p| p.into_inner());
-        list.iter().filter_map(Weak::upgrade).collect()
+        list.iter()
+            .filter_map(Weak::upgrade)
+            .map(|m| {
+                let range = m.reservation.range();
+                MemoryDetail {
+                    category: m.category.clone(),
+                    start: range.start,
+                    end: range.end,
+                    committed: m.size.load(Ordering::Relaxed) as u64,
+                }
+            })
+            .collect()
     }
 }
 
@@ -168,32 +190,35 @@ impl MemoryRegistry {
 /// Growing commits (and with `-XX:+AlwaysPreTouch` pretouches) more. Dropping it unmaps it
 /// (once a background pretouch of it is done). It stays usable after the VM is gone (a
 /// growth is then pretouched by the calling thread alone).
+///
+/// [`VmHandle::reserve_memory`]: crate::VmHandle::reserve_memory
 #[derive(Debug)]
 pub struct VmMemory {
     inner: Arc<MemoryInner>,
-    /// The VM, weakly: a memory never keeps a VM (its heap, its workers) alive.
-    vm: std::sync::Weak<crate::vm::VmInner>,
-    pretouch: bool,
-    background: Option<(TaskHandle, Arc<PretouchTask>)>,
+    /// Where it is pretouched, how, and how it is named in log lines.
+    target: Target,
+    capacity: usize,
+    guard: usize,
+    /// The VM's workers, weakly: a memory never keeps a VM (its heap, its workers) alive.
+    gang: Weak<WorkerGang>,
+    background: Option<Background>,
 }
 
-impl VmHandle {
-    /// Reserves memory for the embedder with the VM's policies (see [`VmMemory`]): the
-    /// reservation is aligned to the transparent huge page size and advised for huge pages
-    /// under `-XX:+UseTransparentHugePages` (THP mode `madvise`), `initial` bytes are
-    /// committed and, with `-XX:+AlwaysPreTouch`, pretouched by the worker gang — in the
-    /// background with `-XX:+BackgroundPreTouch`, so the call returns at once and the memory
-    /// is usable while it runs.
-    pub fn reserve_memory(&self, request: MemoryRequest) -> Result<VmMemory, MemoryError> {
+impl VmMemory {
+    /// Reserves the memory `request` asks for with `policy`: the reservation is aligned to
+    /// the policy's page size and advised for huge pages if it says so, `initial` bytes are
+    /// committed and, with pretouch on, pretouched by the gang — in the background when the
+    /// plan says so, so the call returns at once and the memory is usable while it runs.
+    pub(crate) fn reserve(
+        request: MemoryRequest,
+        policy: &MemoryPolicy,
+        gang: &Arc<WorkerGang>,
+        registry: &MemoryRegistry,
+    ) -> Result<VmMemory, MemoryError> {
         let invalid = |reason: &str| MemoryError::Invalid {
             category: request.category.clone(),
             reason: reason.to_owned(),
         };
-        if self.state() != crate::VmState::Running {
-            return Err(MemoryError::ShuttingDown {
-                category: request.category.clone(),
-            });
-        }
         let base = base_page_size();
         let round = |v: usize| v.checked_next_multiple_of(base);
         let capacity = round(request.capacity).ok_or_else(|| invalid("capacity overflows"))?;
@@ -208,18 +233,9 @@ impl VmHandle {
         let total = capacity
             .checked_add(guard)
             .ok_or_else(|| invalid("capacity plus guard overflows"))?;
-        let flags = self.flags();
-        let thp = &self.page_info().thp;
-        let huge = flags.get(flag::UseTransparentHugePages)
-            && matches!(thp.mode, ThpMode::Always | ThpMode::Madvise)
-            && thp.pmd_size.is_some();
-        let page_size = if huge {
-            thp.pmd_size.unwrap_or(base)
-        } else {
-            base
-        };
-        let reservation = Reservation::reserve(total, page_size).map_err(MemoryError::Os)?;
-        if huge && thp.mode == ThpMode::Madvise {
+        let pages = policy.pages;
+        let reservation = Reservation::reserve(total, pages.page_size).map_err(MemoryError::Os)?;
+        if pages.advise_huge {
             reservation
                 .advise(0, capacity, HugePageAdvice::HugePage)
                 .map_err(MemoryError::Os)?;
@@ -227,71 +243,51 @@ impl VmHandle {
         if initial > 0 {
             reservation.commit(0, initial).map_err(MemoryError::Os)?;
         }
-        let inner = Arc::new(MemoryInner {
-            reservation,
-            request: PretouchRequest {
-                page_size: base,
-                use_populate_write: flags.get(flag::UseMadvPopulateWrite),
-            },
-            chunk_size: flags.get(flag::PreTouchParallelChunkSize),
-            page_size,
-            category: request.category.clone(),
-            capacity,
-            guard,
-            size: AtomicUsize::new(initial),
-        });
+        let category = request.category;
+        let start = reservation.base();
         log::info!(
             target: "os",
-            "Reserved {} [{:#018x} - {:#018x}): capacity {}, guard {}, {} committed, on {}",
-            inner.category,
-            inner.reservation.base(),
-            inner.reservation.base() + capacity,
+            "Reserved {category} [{start:#018x} - {:#018x}): capacity {}, guard {}, {} committed, on {}",
+            start + capacity,
             format_exact_size(capacity as u64),
             format_exact_size(guard as u64),
             format_exact_size(initial as u64),
-            if huge {
-                format!("{} transparent huge pages", format_exact_size(page_size as u64))
-            } else {
-                format!("{} pages", format_exact_size(base as u64))
-            }
+            pages.description()
         );
-        self.memories().add(&inner);
+        let reservation = Arc::new(reservation);
+        let inner = Arc::new(MemoryInner {
+            reservation: Arc::clone(&reservation),
+            category: category.clone(),
+            size: AtomicUsize::new(initial),
+        });
+        registry.add(&inner);
         let mut memory = VmMemory {
+            target: Target {
+                reservation,
+                page_size: pages.page_size,
+                plan: policy.pretouch,
+                label: Label {
+                    tag: "os",
+                    what: format!(" of {category} [{start:#x}]"),
+                },
+            },
             inner,
-            vm: self.downgrade(),
-            pretouch: flags.get(flag::AlwaysPreTouch),
+            capacity,
+            guard,
+            gang: Arc::downgrade(gang),
             background: None,
         };
-        if memory.pretouch && initial > 0 {
-            let gang = self.gang();
-            let target = PretouchTarget::Memory(Arc::clone(&memory.inner));
-            if flags.get(flag::BackgroundPreTouch) && gang.size() > 0 {
-                let task = Arc::new(PretouchTask::new(target, 0, initial, gang.size(), true));
-                crate::heap::log_start(&task);
-                let workers = task.workers();
-                match gang.try_start(Arc::clone(&task) as Arc<dyn GangTask>, workers) {
-                    Some(handle) => memory.background = Some((handle, task)),
-                    // The gang is busy (the heap's own background pretouch): never wait for
-                    // it — pretouch on this thread now.
-                    None => {
-                        pretouch_now(
-                            PretouchTarget::Memory(Arc::clone(&memory.inner)),
-                            gang,
-                            0,
-                            initial,
-                        )
-                        .map_err(MemoryError::Pretouch)?;
-                    }
-                }
+        let plan = &policy.pretouch;
+        if plan.enabled && initial > 0 {
+            if plan.background && gang.size() > 0 {
+                memory.background = Some(Background::start(&memory.target, 0..initial, gang, None));
             } else {
-                pretouch_now(target, gang, 0, initial).map_err(MemoryError::Pretouch)?;
+                pretouch::run(&memory.target, 0..initial, Some(gang))?;
             }
         }
         Ok(memory)
     }
-}
 
-impl VmMemory {
     /// The first byte: the memory's address for its whole life.
     pub fn base(&self) -> *mut u8 {
         self.inner.reservation.base() as *mut u8
@@ -304,12 +300,12 @@ impl VmMemory {
 
     /// Bytes the memory can grow into in place.
     pub fn capacity(&self) -> usize {
-        self.inner.capacity
+        self.capacity
     }
 
     /// Bytes of guard region after the capacity.
     pub fn guard(&self) -> usize {
-        self.inner.guard
+        self.guard
     }
 
     /// The NMT category.
@@ -320,16 +316,15 @@ impl VmMemory {
     /// The page size backing it: the transparent huge page size when advised, else the base
     /// page size.
     pub fn page_size(&self) -> usize {
-        self.inner.page_size
+        self.target.page_size
     }
 
     /// Bytes of the usable part that are resident (`mincore`: a system call over every page).
     pub fn resident_bytes(&self) -> usize {
-        let size = self.size();
-        if size == 0 {
-            return 0;
+        match self.size() {
+            0 => 0,
+            size => self.inner.reservation.resident_bytes(0, size).unwrap_or(0),
         }
-        self.inner.reservation.resident_bytes(0, size).unwrap_or(0)
     }
 
     /// Grows the usable part to `new_size` bytes (rounded up to the base page), committing
@@ -341,41 +336,18 @@ impl VmMemory {
         if new_size <= old {
             return Ok(());
         }
-        let capacity_error = || MemoryError::Capacity {
-            category: self.inner.category.clone(),
-            base: self.inner.reservation.base(),
-            requested: new_size,
-            capacity: self.inner.capacity,
-        };
+        let r = &self.inner.reservation;
         let new = new_size
             .checked_next_multiple_of(base_page_size())
-            .filter(|&n| n <= self.inner.capacity)
-            .ok_or_else(capacity_error)?;
-        let r = &self.inner.reservation;
-        // Committed unpublished, pretouched, then published: a failed growth gives back what
-        // it committed, and nobody saw the range meanwhile.
-        r.commit_unpublished(old, new - old)
-            .map_err(MemoryError::Os)?;
-        let made_usable = if self.pretouch {
-            let target = PretouchTarget::Memory(Arc::clone(&self.inner));
-            match self.vm.upgrade() {
-                Some(vm) => pretouch_now(target, &vm.gang, old, new - old).map(|_| ()),
-                None => r
-                    .pretouch(old, new - old, &self.inner.request)
-                    .map(|_| ())
-                    .map_err(HeapError::Pretouch),
-            }
-            .map_err(MemoryError::Pretouch)
-        } else {
-            Ok(())
-        }
-        .and_then(|()| r.publish(old, new - old).map_err(MemoryError::Os));
-        if let Err(e) = made_usable {
-            if let Err(u) = r.uncommit_unpublished(old, new - old) {
-                log::error!(target: "os", "Giving back the failed growth of {} failed: {u}", self.inner.category);
-            }
-            return Err(e);
-        }
+            .filter(|&n| n <= self.capacity)
+            .ok_or_else(|| MemoryError::Capacity {
+                category: self.inner.category.clone(),
+                base: r.base(),
+                requested: new_size,
+                capacity: self.capacity,
+            })?;
+        let gang = self.gang.upgrade();
+        pretouch::grow(&self.target, old..new, gang.as_deref())?;
         self.inner.size.store(new, Ordering::Release);
         log::debug!(
             target: "os",
@@ -390,17 +362,14 @@ impl VmMemory {
     /// Waits for the background pretouch of the initial part, if one was started, and
     /// returns what it did (once; later calls return `Ok(None)`).
     pub fn wait_for_pretouch(&mut self) -> Result<Option<PretouchReport>, MemoryError> {
-        let Some((handle, task)) = self.background.take() else {
-            return Ok(None);
-        };
-        handle
-            .wait()
-            .map_err(|e| MemoryError::Pretouch(HeapError::Task(e)))?;
-        task.finish().map(Some).map_err(MemoryError::Pretouch)
+        match self.background.take() {
+            Some(bg) => Ok(Some(bg.wait()?)),
+            None => Ok(None),
+        }
     }
 
     /// Whether a background pretouch of this memory still runs.
     pub fn pretouch_running(&self) -> bool {
-        self.background.as_ref().is_some_and(|(h, _)| !h.is_done())
+        self.background.as_ref().is_some_and(|b| !b.is_done())
     }
 }

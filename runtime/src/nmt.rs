@@ -14,9 +14,6 @@
 
 use std::fmt::Write as _;
 
-use crate::heap::HeapStats;
-use crate::threads::ThreadInfo;
-
 /// Reserved and committed bytes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Usage {
@@ -116,56 +113,34 @@ pub struct NmtSummary {
 }
 
 impl NmtSummary {
+    /// The summary of what the VM measured: the heap's figures, every live thread's stack
+    /// (name, mapping, resident bytes) and every embedder memory, plus the C allocator's
+    /// figures read now. `detail` keeps the per-stack lines.
     pub(crate) fn collect(
-        heap: HeapStats,
+        heap: Usage,
         heap_range: std::ops::Range<usize>,
-        heap_pages: String,
-        threads: &[std::sync::Arc<ThreadInfo>],
-        memories: &[std::sync::Arc<crate::memory::MemoryInner>],
+        heap_pages: &str,
+        stacks: Vec<StackDetail>,
+        memories: Vec<MemoryDetail>,
         detail: bool,
     ) -> NmtSummary {
-        let mut stacks = Usage::default();
-        let mut stack_details = Vec::new();
-        for t in threads {
-            let resident = t.stack_resident_bytes() as u64;
-            stacks.reserved += t.layout.mapping.len() as u64;
-            stacks.committed += resident;
-            if detail {
-                stack_details.push(StackDetail {
-                    name: t.name.clone(),
-                    start: t.layout.mapping.start,
-                    end: t.layout.mapping.end,
-                    committed: resident,
-                });
-            }
-        }
+        let stack_usage = stacks.iter().fold(Usage::default(), |u, d| Usage {
+            reserved: u.reserved + (d.end - d.start) as u64,
+            committed: u.committed + d.committed,
+        });
         let malloc = rtvm_os_linux::system::malloc_stats().map(|m| Usage {
             reserved: m.reserved,
             committed: m.in_use,
         });
         NmtSummary {
-            heap: Usage {
-                reserved: heap.reserved as u64,
-                committed: heap.committed as u64,
-            },
+            heap,
             heap_range: (heap_range.start, heap_range.end),
-            heap_pages,
-            thread_count: threads.len(),
-            stacks,
+            heap_pages: heap_pages.to_owned(),
+            thread_count: stacks.len(),
+            stacks: stack_usage,
             malloc,
-            stack_details,
-            memories: memories
-                .iter()
-                .map(|m| {
-                    let (category, _, committed, range) = m.nmt();
-                    MemoryDetail {
-                        category,
-                        start: range.start,
-                        end: range.end,
-                        committed,
-                    }
-                })
-                .collect(),
+            stack_details: if detail { stacks } else { Vec::new() },
+            memories,
         }
     }
 

@@ -1,4 +1,5 @@
-//! The life of a VM, owned by one type: created → running → shutting down → destroyed.
+//! The life of a VM, owned by one type: created → running → shutting down → destroyed (the
+//! states and their rules: [`crate::lifecycle`]).
 //!
 //! [`Vm::create`] runs the start-up sequence — flags (with `-Xlog` applied as it is met),
 //! logging, page sizes, ergonomics, signal handlers, workers, heap, pretouch — and hands out
@@ -20,30 +21,31 @@
 //! the VM runs on. A `Vm` dropped on one of its own threads hands the teardown to a reaper
 //! thread that waits for the dropping thread to finish.
 
-use std::cell::RefCell;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use rtvm_flags::{
-    flag, ArgError, EnvOptions, Flags, ParseOptions, Phase, PrintWhich, StopReason, XlogAction,
-};
+use rtvm_flags::{flag, Flags, Phase, PrintWhich, Settings, StopReason};
 use rtvm_os_linux::pages::PageInfo;
 use rtvm_os_linux::signals::{self, SignalHandlers};
 
-use crate::args::{self, InitArgs, ENV_OPTIONS};
-use crate::ergonomics::{self, heap_create_error, thread_create_error};
+use crate::args::{parse_options, InitArgs};
+use crate::ergonomics::{self, Machine};
 use crate::error::{CreateError, ErrorCode, ShutdownError};
-use crate::heap::{Heap, HeapBlock, HeapError, HeapStats, PretouchReport, Tlab};
-use crate::nmt::NmtSummary;
+use crate::heap::{Heap, HeapBlock, HeapError, HeapStats, Tlab};
+use crate::lifecycle::VmState;
+use crate::memory::{MemoryError, MemoryRegistry, MemoryRequest, VmMemory};
+use crate::nmt::{NmtSummary, StackDetail, Usage};
 use crate::output::{Output, OutputWriter, Stream};
+use crate::policy::Policy;
+use crate::pretouch::PretouchReport;
 use crate::threads::{
-    self, AttachedThread, Body, Registry, StackBounds, StackPolicy, ThreadError, ThreadInfo,
-    ThreadKind, VmState, VmThread,
+    self, AttachedThread, Registry, StackBounds, StackConfig, ThreadBuilder, ThreadError,
+    ThreadInfo, VmThread,
 };
 use crate::workers::WorkerGang;
-use crate::xlog::{self, LogConfig, LogHandle, XlogStep};
+use crate::xlog::{self, LogHandle};
 
 static VM_EXISTS: AtomicBool = AtomicBool::new(false);
 static NEXT_VM_ID: AtomicU64 = AtomicU64::new(1);
@@ -95,80 +97,19 @@ pub fn version_text() -> String {
     )
 }
 
-/// `-Xlog:gc+init`: HotSpot's start-up summary (its `GCInitLogger` lines, those rtvm has a
-/// meaning for), plus the heap's page size.
-fn log_gc_init(flags: &Flags, machine: &ergonomics::Machine, heap: &Heap, workers: usize) {
-    if !log::log_enabled!(target: "gc+init", log::Level::Info) {
-        return;
-    }
-    let profile = if cfg!(debug_assertions) {
-        "debug"
-    } else {
-        "release"
-    };
-    let info = |text: String| log::info!(target: "gc+init", "{text}");
-    info(format!(
-        "Version: {} ({profile})",
-        env!("CARGO_PKG_VERSION")
-    ));
-    info(format!(
-        "CPUs: {} total, {} available",
-        rtvm_os_linux::system::configured_processors(),
-        machine.processors()
-    ));
-    info(format!("Memory: {}", proper_unit(machine.memory())));
-    let large_pages = if flags.get(flag::UseTransparentHugePages) {
-        "Enabled (Transparent)"
-    } else if flags.get(flag::UseLargePages) {
-        "Enabled (Explicit)"
-    } else {
-        "Disabled"
-    };
-    info(format!("Large Page Support: {large_pages}"));
-    info("NUMA Support: Disabled".into());
-    info(format!("Heap Page Size: {}", heap.page_description()));
-    let size = |f| rtvm_flags::value::format_exact_size(flags.get(f) as u64);
-    info(format!("Heap Min Capacity: {}", size(flag::MinHeapSize)));
-    info(format!(
-        "Heap Initial Capacity: {}",
-        size(flag::InitialHeapSize)
-    ));
-    info(format!("Heap Max Capacity: {}", size(flag::MaxHeapSize)));
-    let enabled = |b: bool| if b { "Enabled" } else { "Disabled" };
-    info(format!(
-        "Pre-touch: {}",
-        enabled(flags.get(flag::AlwaysPreTouch))
-    ));
-    info(format!("Parallel Workers: {workers}"));
-}
-
-/// A byte count in the largest unit that leaves at least 100 of it, truncated (HotSpot's
-/// `byte_size_in_proper_unit`): `24105M`, `512M`.
-fn proper_unit(bytes: u64) -> String {
-    const K: u64 = 1 << 10;
-    const M: u64 = 1 << 20;
-    const G: u64 = 1 << 30;
-    match bytes {
-        b if b >= 100 * G => format!("{}G", b / G),
-        b if b >= 100 * M => format!("{}M", b / M),
-        b if b >= 100 * K => format!("{}K", b / K),
-        b => format!("{b}B"),
-    }
-}
-
 /// Everything a VM owns. Field order is drop order: the workers stop before the heap goes.
 pub(crate) struct VmInner {
-    pub(crate) gang: WorkerGang,
+    gang: Arc<WorkerGang>,
     heap: Arc<Heap>,
     registry: Arc<Registry>,
     flags: Flags,
-    policy: StackPolicy,
+    policy: Policy,
     pages: PageInfo,
     start: Instant,
     output: Output,
     process: Mutex<Option<ProcessState>>,
     /// Memory embedders mapped through the VM, for NMT.
-    memories: crate::memory::MemoryRegistry,
+    memories: MemoryRegistry,
 }
 
 /// The VM, owned: [`Vm::create`] makes it, [`Vm::shutdown`] (or dropping it) tears it
@@ -222,40 +163,13 @@ impl std::ops::Deref for Vm {
     }
 }
 
-/// Parses the options with `-Xlog` applied in order, and stops where `java` stops.
-fn parse_options(
-    args: &InitArgs,
-    output: &Output,
-    start: Instant,
-) -> Result<(rtvm_flags::Parsed, LogConfig), CreateError> {
-    let env_value = args::env_options();
-    let xlog = RefCell::new(LogConfig::new());
-    let hook = |option: &str| -> Result<XlogAction, ArgError> {
-        match xlog.borrow_mut().apply(option) {
-            Ok(XlogStep::Continue) => Ok(XlogAction::Continue),
-            Ok(XlogStep::Help) => {
-                output.write(Stream::Stdout, &xlog::help_text());
-                Ok(XlogAction::Stop)
-            }
-            Err(e) => {
-                xlog::print_error(&e, output, start);
-                Err(ArgError {
-                    message: e.message(),
-                    kind: rtvm_flags::ArgErrorKind::InvalidOption,
-                })
-            }
-        }
+/// Prints one of the flag listings on stdout.
+fn print_listing(output: &Output, print: impl FnOnce(&mut OutputWriter<'_>)) {
+    let mut w = OutputWriter {
+        output,
+        stream: Stream::Stdout,
     };
-    let options = ParseOptions {
-        ignore_unrecognized: args.ignore_unrecognized,
-        env: env_value.as_deref().map(|value| EnvOptions {
-            name: ENV_OPTIONS,
-            value,
-        }),
-        xlog: Some(&hook),
-    };
-    let parsed = rtvm_flags::parse(&args.options, &options, &mut |s, t| output.write(s, t))?;
-    Ok((parsed, xlog.into_inner()))
+    print(&mut w);
 }
 
 impl Vm {
@@ -270,11 +184,9 @@ impl Vm {
         let (parsed, log_config) = parse_options(&args, &output, start)?;
         match parsed.stop {
             Some(StopReason::PrintFlagsInitial) => {
-                let mut w = OutputWriter {
-                    output: &output,
-                    stream: Stream::Stdout,
-                };
-                let _ = rtvm_flags::print_flags(&mut w, &parsed.settings, PrintWhich::Initial);
+                print_listing(&output, |w| {
+                    let _ = rtvm_flags::print_flags(w, &parsed.settings, PrintWhich::Initial);
+                });
                 return Err(CreateError::exit());
             }
             Some(StopReason::XlogHelp) => return Err(CreateError::exit()),
@@ -282,22 +194,20 @@ impl Vm {
         }
         let log = xlog::install(log_config, &output, start);
 
-        let machine = ergonomics::Machine::detect(parsed.settings.get(flag::UseContainerSupport));
+        let machine = Machine::detect(parsed.settings.get(flag::UseContainerSupport));
         let pages = PageInfo::detect();
         for p in &pages.problems {
             log::warn!(target: "pagesize", "{p}; treated as unknown");
         }
         let mut settings = parsed.settings;
-        let mut print_command_line_flags = |s: &rtvm_flags::Settings| {
+        let mut print_command_line_flags = |s: &Settings| {
             if s.get(flag::PrintCommandLineFlags) {
-                let mut w = OutputWriter {
-                    output: &output,
-                    stream: Stream::Stdout,
-                };
-                let _ = rtvm_flags::print_command_line_flags(&mut w, s);
+                print_listing(&output, |w| {
+                    let _ = rtvm_flags::print_command_line_flags(w, s);
+                });
             }
         };
-        let ergo = ergonomics::ergonomics(
+        let decided = ergonomics::decide(
             &mut settings,
             &pages,
             &machine,
@@ -330,18 +240,20 @@ impl Vm {
                 "rtvm warning: PrintNMTStatistics is disabled, because native memory tracking is not enabled\n",
             );
         }
-        ergonomics::log_page_sizes(&pages, &ergo);
+        ergonomics::log_page_sizes(&pages, &decided);
 
-        let id = NEXT_VM_ID.fetch_add(1, Ordering::Relaxed);
-        let registry = Arc::new(Registry::new(id));
-        let gang = WorkerGang::new(ergo.gc_threads, &registry, &ergo.policy)
-            .map_err(thread_create_error)?;
-        let heap =
-            Arc::new(Heap::reserve_and_commit(ergo.heap.clone()).map_err(heap_create_error)?);
+        let policy = decided.policy;
+        let registry = Arc::new(Registry::new(NEXT_VM_ID.fetch_add(1, Ordering::Relaxed)));
+        let gang = Arc::new(WorkerGang::new(
+            policy.gc_threads,
+            &registry,
+            &policy.stacks,
+        )?);
+        let heap = Arc::new(Heap::reserve(&policy.heap, &policy.memory)?);
         if let Some(w) = heap.large_page_warning() {
             output.write(Stream::Stderr, &format!("rtvm warning: {w}\n"));
         }
-        log_gc_init(&flags, &machine, &heap, ergo.gc_threads);
+        ergonomics::log_gc_init(&flags, &machine, heap.page_description(), policy.gc_threads);
         let vm = Vm {
             handle: VmHandle {
                 inner: Arc::new(VmInner {
@@ -349,31 +261,28 @@ impl Vm {
                     heap,
                     registry,
                     flags,
-                    policy: ergo.policy,
+                    policy,
                     pages,
                     start,
                     output,
                     process: Mutex::new(Some(process)),
-                    memories: crate::memory::MemoryRegistry::default(),
+                    memories: MemoryRegistry::default(),
                 }),
             },
         };
         // Any failure from here on drops `vm` quietly: workers stopped, memory unmapped,
         // handlers and logger given back — no NMT report, no shutdown messages.
         let inner = &vm.inner;
-        inner
-            .heap
-            .pretouch_initial(&inner.gang)
-            .map_err(heap_create_error)?;
-        let mut out = OutputWriter {
-            output: &inner.output,
-            stream: Stream::Stdout,
-        };
+        inner.heap.pretouch_initial(&inner.gang)?;
         if inner.flags.get(flag::PrintFlagsFinal) {
-            let _ = rtvm_flags::print_flags(&mut out, &inner.flags, PrintWhich::Final);
+            print_listing(&inner.output, |w| {
+                let _ = rtvm_flags::print_flags(w, &inner.flags, PrintWhich::Final);
+            });
         }
         if inner.flags.get(flag::PrintFlagsRanges) {
-            let _ = rtvm_flags::print_flags_ranges(&mut out, &inner.flags);
+            print_listing(&inner.output, |w| {
+                let _ = rtvm_flags::print_flags_ranges(w, &inner.flags);
+            });
         }
         log::info!(target: "startuptime", "VM created in {:.3} ms", start.elapsed().as_secs_f64() * 1e3);
         if let Some(p) = inner
@@ -446,14 +355,6 @@ impl VmHandle {
         &self.inner.heap
     }
 
-    pub(crate) fn memories(&self) -> &crate::memory::MemoryRegistry {
-        &self.inner.memories
-    }
-
-    pub(crate) fn downgrade(&self) -> std::sync::Weak<VmInner> {
-        Arc::downgrade(&self.inner)
-    }
-
     /// Releases the background pretouch held at start-up by `-XX:+HoldBackgroundPreTouch`;
     /// `false` if it was not held (or was released already). See also
     /// [`Heap::hold_pretouch`].
@@ -487,31 +388,36 @@ impl VmHandle {
         self.inner.heap.wait_for_pretouch()
     }
 
+    /// Reserves memory for the embedder with the VM's policies (see [`VmMemory`]): the
+    /// reservation is aligned to the transparent huge page size and advised for huge pages
+    /// under `-XX:+UseTransparentHugePages` (THP mode `madvise`), `initial` bytes are
+    /// committed and, with `-XX:+AlwaysPreTouch`, pretouched by the worker gang — in the
+    /// background with `-XX:+BackgroundPreTouch`, so the call returns at once and the memory
+    /// is usable while it runs.
+    pub fn reserve_memory(&self, request: MemoryRequest) -> Result<VmMemory, MemoryError> {
+        if self.state() != VmState::Running {
+            return Err(MemoryError::ShuttingDown {
+                category: request.category().to_owned(),
+            });
+        }
+        let inner = &self.inner;
+        VmMemory::reserve(request, &inner.policy.memory, &inner.gang, &inner.memories)
+    }
+
     /// The worker gang (a test tool: it runs the VM's own parallel tasks).
     #[cfg(feature = "testing")]
     pub fn gang(&self) -> &WorkerGang {
         &self.inner.gang
     }
 
-    #[cfg(not(feature = "testing"))]
-    pub(crate) fn gang(&self) -> &WorkerGang {
-        &self.inner.gang
-    }
-
-    /// The stack policy in force.
-    pub fn stack_policy(&self) -> &StackPolicy {
-        &self.inner.policy
+    /// How thread stacks are sized and laid out.
+    pub fn stack_config(&self) -> StackConfig {
+        StackConfig::from(&self.inner.policy.stacks)
     }
 
     /// A builder for a thread named `name` (a Java thread unless told otherwise).
     pub fn thread(&self, name: &str) -> ThreadBuilder<'_> {
-        ThreadBuilder {
-            vm: self,
-            name: name.to_owned(),
-            kind: ThreadKind::Java,
-            stack_size: None,
-            hold: false,
-        }
+        ThreadBuilder::new(&self.inner.registry, &self.inner.policy.stacks, name)
     }
 
     /// Starts a Java thread running `body`.
@@ -548,8 +454,8 @@ impl VmHandle {
         &self,
         name: &str,
     ) -> Result<Arc<ThreadInfo>, ThreadError> {
-        let shadow = self.inner.policy.zones.total() + self.inner.policy.shadow_zone;
-        self.inner.registry.attach_current(name, shadow)
+        let offset = self.inner.policy.stacks.soft_limit_offset();
+        self.inner.registry.attach_current(name, offset)
     }
 
     /// Detaches the calling thread attached without a guard.
@@ -566,10 +472,7 @@ impl VmHandle {
     /// (started by it or attached); `None` for any other thread. Cheap enough to call once
     /// per thread and cache: a lock and a scan of the thread list.
     pub fn current_stack_bounds(&self) -> Option<StackBounds> {
-        self.inner
-            .registry
-            .current_thread()
-            .map(|t| t.stack_bounds())
+        self.current_thread().map(|t| t.stack_bounds())
     }
 
     /// The native memory summary, or `None` when `-XX:NativeMemoryTracking` is `off`.
@@ -581,19 +484,34 @@ impl VmHandle {
 impl VmInner {
     fn native_memory_summary(&self) -> Option<NmtSummary> {
         let mode = self.flags.get(flag::NativeMemoryTracking);
-        (mode != "off").then(|| {
-            // NMT counts what the OS holds committed (all of a heap on explicit huge pages).
-            let mut heap = self.heap.stats();
-            heap.committed = self.heap.os_committed();
-            NmtSummary::collect(
-                heap,
-                self.heap.range(),
-                self.heap.page_description(),
-                &self.registry.list(),
-                &self.memories.list(),
-                mode == "detail",
-            )
-        })
+        if mode == "off" {
+            return None;
+        }
+        let stacks = self
+            .registry
+            .list()
+            .iter()
+            .map(|t| StackDetail {
+                name: t.name.clone(),
+                start: t.layout.mapping.start,
+                end: t.layout.mapping.end,
+                committed: t.stack_resident_bytes() as u64,
+            })
+            .collect();
+        let heap = &self.heap;
+        // NMT counts what the OS holds committed (all of a heap on explicit huge pages).
+        let usage = Usage {
+            reserved: heap.stats().reserved as u64,
+            committed: heap.os_committed() as u64,
+        };
+        Some(NmtSummary::collect(
+            usage,
+            heap.range(),
+            heap.page_description(),
+            stacks,
+            self.memories.usage(),
+            mode == "detail",
+        ))
     }
 
     fn shutdown(&self) -> Result<(), ShutdownError> {
@@ -666,69 +584,5 @@ impl Drop for Vm {
                 .output
                 .write(Stream::Stderr, &format!("rtvm: {e}\n"));
         }
-    }
-}
-
-/// Builds a VM thread.
-#[derive(Debug)]
-pub struct ThreadBuilder<'vm> {
-    vm: &'vm VmHandle,
-    name: String,
-    kind: ThreadKind,
-    stack_size: Option<usize>,
-    hold: bool,
-}
-
-impl ThreadBuilder<'_> {
-    /// The thread's kind (default: [`ThreadKind::Java`]; [`ThreadKind::Worker`], the gang's
-    /// own, and [`ThreadKind::Attached`] are refused).
-    pub fn kind(mut self, kind: ThreadKind) -> Self {
-        self.kind = kind;
-        self
-    }
-
-    /// An explicit stack size in bytes instead of the kind's default.
-    pub fn stack_size(mut self, bytes: usize) -> Self {
-        self.stack_size = Some(bytes);
-        self
-    }
-
-    /// Keep the thread in its start handshake until [`VmThread::start`]: its stack is mapped
-    /// and it has reported in, but (unmitigated) it has not placed its guards yet. A test
-    /// tool (the window khugepaged could use, made deterministic).
-    #[cfg(feature = "testing")]
-    pub fn hold_at_start(mut self, hold: bool) -> Self {
-        self.hold = hold;
-        self
-    }
-
-    /// Starts the thread.
-    pub fn spawn<F: FnOnce() + Send + 'static>(self, body: F) -> Result<VmThread, ThreadError> {
-        self.spawn_body(Body::Rust(Box::new(body)))
-    }
-
-    pub(crate) fn spawn_body(self, body: Body) -> Result<VmThread, ThreadError> {
-        if !self.kind.is_application() {
-            // Workers belong to the gang, which the shutdown stops; attached threads are the
-            // host's; a thread the VM starts for the embedder is an application thread (Java
-            // or Vm), which the shutdown waits for.
-            return Err(ThreadError::Start {
-                message: format!(
-                    "Failed to start thread \"{}\" - ThreadKind::{:?} cannot be started (only Java and Vm threads can)",
-                    self.name, self.kind
-                ),
-                errno: rtvm_os_linux::Errno::EINVAL,
-            });
-        }
-        let inner = &self.vm.inner;
-        threads::spawn(
-            &inner.registry,
-            &inner.policy,
-            &self.name,
-            self.kind,
-            self.stack_size,
-            self.hold,
-            body,
-        )
     }
 }

@@ -4,15 +4,21 @@
 //! first asks for them; a worker that cannot be started then (a thread limit) is logged and
 //! the task runs on the workers there are.
 //!
-//! One task runs at a time. [`WorkerGang::run`] blocks until its task is done;
-//! [`WorkerGang::start`] returns a [`TaskHandle`] to wait for or poll (background pretouch).
-//! With zero workers a task runs on the calling thread, as HotSpot's pretouch does without a
-//! gang.
+//! Tasks are queued first in, first out. [`WorkerGang::start`] queues a task and returns a
+//! [`TaskHandle`] to wait for or poll at once — a background pretouch never waits for the
+//! gang, and never runs on the caller while the gang exists; a task behind another starts
+//! when workers free up (a worker takes a share of the first task that still has one, so a
+//! task asking for fewer workers than the gang has leaves the rest to the next).
+//! [`WorkerGang::run_now`] is for work that must not wait behind a long task (a heap
+//! expansion during a background pretouch): on the gang if it is idle, else on the caller.
+//! With zero workers (or once stopped) a task runs on the calling thread, as HotSpot's
+//! pretouch does without a gang.
 //!
 //! A task that panics on a worker does not take the worker or the gang with it: the panic is
 //! caught, the worker counts as finished with that task, and whoever waits for the task gets
 //! a [`TaskPanicked`] error. The gang takes the next task as usual.
 
+use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
@@ -36,34 +42,52 @@ pub struct TaskPanicked {
     pub message: String,
 }
 
-/// Where a task's outcome is kept until its waiter looks.
-type Outcome = Arc<Mutex<Option<TaskPanicked>>>;
+/// One queued or running task; its counters change under the gang's lock.
+struct Job {
+    /// The task, until its last worker finishes: then nothing the task holds (a reservation
+    /// it pretouched) outlives it, whoever keeps the handle.
+    task: Option<Arc<dyn GangTask>>,
+    /// Workers that take part.
+    workers: usize,
+    /// Shares handed to workers so far.
+    claimed: usize,
+    /// Workers that have finished their share.
+    finished: usize,
+    /// The first panic.
+    panicked: Option<TaskPanicked>,
+}
+
+impl Job {
+    fn done(&self) -> bool {
+        self.finished == self.workers
+    }
+}
+
+type JobRef = Arc<Mutex<Job>>;
 
 #[derive(Default)]
 struct State {
-    /// The task being run, how many workers take part, and its outcome slot.
-    task: Option<(Arc<dyn GangTask>, usize, Outcome)>,
-    /// Bumped for every task, so a worker runs each task at most once.
-    generation: u64,
-    /// Workers that have finished the current task.
-    finished: usize,
-    /// Workers still to pick up the current task.
-    to_claim: usize,
+    /// Tasks with shares not yet handed out, oldest first.
+    queue: VecDeque<JobRef>,
+    /// Tasks queued or running.
+    active: usize,
     shutdown: bool,
 }
 
 struct Shared {
     state: Mutex<State>,
-    /// Workers wait here for work; the submitter waits here for completion.
+    /// Workers wait here for work; waiters here for their task to finish.
     cv: Condvar,
-    /// Submitters wait here for the gang to become free.
-    free: Condvar,
 }
 
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
+}
+
+fn lock_job(job: &JobRef) -> MutexGuard<'_, Job> {
+    job.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// A gang of worker threads.
@@ -88,61 +112,44 @@ impl std::fmt::Debug for WorkerGang {
 #[derive(Clone)]
 pub struct TaskHandle {
     shared: Arc<Shared>,
-    generation: u64,
-    outcome: Outcome,
+    job: JobRef,
 }
 
 impl std::fmt::Debug for TaskHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TaskHandle")
-            .field("generation", &self.generation)
+            .field("done", &self.is_done())
             .finish()
     }
 }
 
 impl TaskHandle {
-    fn done_locked(&self, s: &State) -> bool {
-        s.generation != self.generation || s.task.is_none()
-    }
-
     /// Whether every worker has finished the task.
     pub fn is_done(&self) -> bool {
-        self.done_locked(&self.shared.lock())
+        lock_job(&self.job).done()
     }
 
     /// Waits until every worker has finished the task; the first panic of the task, if any,
     /// is the error.
     pub fn wait(&self) -> Result<(), TaskPanicked> {
         let mut s = self.shared.lock();
-        while !self.done_locked(&s) {
+        while !lock_job(&self.job).done() {
             s = self.shared.cv.wait(s).unwrap_or_else(|p| p.into_inner());
         }
         drop(s);
-        match self
-            .outcome
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-        {
-            Some(p) => Err(p),
-            None => Ok(()),
-        }
+        lock_job(&self.job).panicked.clone().map_or(Ok(()), Err)
     }
 }
 
-/// Runs `task.work(worker_id)`, catching a panic into `outcome` (the first one wins).
-fn run_caught(task: &dyn GangTask, worker_id: usize, outcome: &Outcome) {
-    if let Err(p) = catch_unwind(AssertUnwindSafe(|| task.work(worker_id))) {
-        let message = panic_message(&*p);
-        log::error!(target: "gc+task", "A parallel task panicked on worker {worker_id}: {message}");
-        outcome
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get_or_insert(TaskPanicked {
-                worker: worker_id,
-                message,
-            });
-    }
+/// Runs `task.work(worker_id)`; a panic is caught and returned.
+fn run_caught(task: &dyn GangTask, worker_id: usize) -> Option<TaskPanicked> {
+    let p = catch_unwind(AssertUnwindSafe(|| task.work(worker_id))).err()?;
+    let message = panic_message(&*p);
+    log::error!(target: "gc+task", "A parallel task panicked on worker {worker_id}: {message}");
+    Some(TaskPanicked {
+        worker: worker_id,
+        message,
+    })
 }
 
 impl WorkerGang {
@@ -157,7 +164,6 @@ impl WorkerGang {
             shared: Arc::new(Shared {
                 state: Mutex::new(State::default()),
                 cv: Condvar::new(),
-                free: Condvar::new(),
             }),
             workers: Mutex::new(Vec::new()),
             capacity,
@@ -217,62 +223,50 @@ impl WorkerGang {
         }
     }
 
-    /// Starts `task` on `workers` workers (at most the gang's size; at least one if the gang
-    /// has any) once the gang is free, and returns at once. With an empty gang the task runs
-    /// on the calling thread before this returns.
-    pub fn start(&self, task: Arc<dyn GangTask>, workers: usize) -> TaskHandle {
-        let outcome: Outcome = Arc::default();
-        let size = self.grow_to(workers.max(1));
-        if size == 0 || self.shared.lock().shutdown {
-            run_caught(&*task, 0, &outcome);
-            let s = self.shared.lock();
-            // A generation that is not current: the handle is done at once.
-            return TaskHandle {
-                shared: Arc::clone(&self.shared),
-                generation: s.generation.wrapping_sub(1),
-                outcome,
-            };
+    /// A handle to a task that already ran (on the caller).
+    fn ran(&self, panicked: Option<TaskPanicked>) -> TaskHandle {
+        TaskHandle {
+            shared: Arc::clone(&self.shared),
+            job: Arc::new(Mutex::new(Job {
+                task: None,
+                workers: 1,
+                claimed: 1,
+                finished: 1,
+                panicked,
+            })),
         }
-        let mut s = self.shared.lock();
-        while s.task.is_some() {
-            s = self.shared.free.wait(s).unwrap_or_else(|p| p.into_inner());
-        }
-        self.start_locked(s, task, workers.min(size), outcome)
     }
 
-    /// Starts `task` if the gang is free right now; `None` if another task is running.
-    pub fn try_start(&self, task: Arc<dyn GangTask>, workers: usize) -> Option<TaskHandle> {
+    /// Queues `task` for `workers` workers (at most the gang's size; at least one) and
+    /// returns at once; it starts when workers are free, after the tasks queued before it.
+    /// With an empty (or stopped) gang the task runs on the calling thread before this
+    /// returns.
+    pub fn start(&self, task: Arc<dyn GangTask>, workers: usize) -> TaskHandle {
         let size = self.grow_to(workers.max(1));
-        let s = self.shared.lock();
+        let mut s = self.shared.lock();
         if size == 0 || s.shutdown {
             drop(s);
-            return Some(self.start(task, workers));
+            let panicked = run_caught(&*task, 0);
+            return self.ran(panicked);
         }
-        if s.task.is_some() {
-            return None;
-        }
-        Some(self.start_locked(s, task, workers.min(size), Arc::default()))
+        self.queue_locked(&mut s, task, workers.clamp(1, size))
     }
 
-    fn start_locked(
-        &self,
-        mut s: MutexGuard<'_, State>,
-        task: Arc<dyn GangTask>,
-        workers: usize,
-        outcome: Outcome,
-    ) -> TaskHandle {
-        let workers = workers.max(1);
-        s.generation += 1;
-        s.task = Some((task, workers, Arc::clone(&outcome)));
-        s.finished = 0;
-        s.to_claim = workers;
-        let handle = TaskHandle {
-            shared: Arc::clone(&self.shared),
-            generation: s.generation,
-            outcome,
-        };
+    fn queue_locked(&self, s: &mut State, task: Arc<dyn GangTask>, workers: usize) -> TaskHandle {
+        let job = Arc::new(Mutex::new(Job {
+            task: Some(task),
+            workers,
+            claimed: 0,
+            finished: 0,
+            panicked: None,
+        }));
+        s.queue.push_back(Arc::clone(&job));
+        s.active += 1;
         self.shared.cv.notify_all();
-        handle
+        TaskHandle {
+            shared: Arc::clone(&self.shared),
+            job,
+        }
     }
 
     /// Runs `task` on `workers` workers and waits for it.
@@ -281,22 +275,22 @@ impl WorkerGang {
         self.start(task, workers).wait()
     }
 
-    /// Runs `task` on the gang if it is free, else on the calling thread alone: for work that
-    /// must not wait for a long task already running (a heap expansion during a background
-    /// pretouch).
+    /// Runs `task` on the gang if no other task is queued or running, else on the calling
+    /// thread alone, and waits: for work that must not wait for a long task already running
+    /// (a heap expansion during a background pretouch).
     pub fn run_now(&self, task: Arc<dyn GangTask>, workers: usize) -> Result<(), TaskPanicked> {
-        match self.try_start(Arc::clone(&task), workers) {
-            Some(handle) => handle.wait(),
-            None => {
-                let outcome: Outcome = Arc::default();
-                run_caught(&*task, 0, &outcome);
-                let panicked = outcome.lock().unwrap_or_else(|p| p.into_inner()).take();
-                panicked.map_or(Ok(()), Err)
-            }
+        let size = self.grow_to(workers.max(1));
+        let mut s = self.shared.lock();
+        if size == 0 || s.shutdown || s.active > 0 {
+            drop(s);
+            return run_caught(&*task, 0).map_or(Ok(()), Err);
         }
+        let handle = self.queue_locked(&mut s, task, workers.clamp(1, size));
+        drop(s);
+        handle.wait()
     }
 
-    /// Stops the workers (a task already started is finished first) and joins them; returns
+    /// Stops the workers (tasks already queued are finished first) and joins them; returns
     /// the panics of worker threads, if any. Later tasks run on the caller.
     pub(crate) fn stop(&self) -> Vec<String> {
         {
@@ -316,20 +310,21 @@ impl WorkerGang {
 }
 
 fn worker_loop(shared: &Shared) {
-    let mut seen = 0u64;
     loop {
-        let (task, worker_id, generation, outcome) = {
+        let (job, task, worker_id) = {
             let mut s = shared.lock();
             loop {
-                // A task started before the shutdown is still done: its submitter waits for it.
-                if s.generation != seen && s.to_claim > 0 {
-                    if let Some((task, n, outcome)) = &s.task {
-                        let task = Arc::clone(task);
-                        let outcome = Arc::clone(outcome);
-                        let worker_id = n - s.to_claim;
-                        s.to_claim -= 1;
-                        break (task, worker_id, s.generation, outcome);
+                // Queued tasks are still done after a shutdown: their submitters wait.
+                if let Some(front) = s.queue.front().map(Arc::clone) {
+                    let mut j = lock_job(&front);
+                    let (id, task) = (j.claimed, j.task.clone());
+                    j.claimed += 1;
+                    let fully_claimed = j.claimed == j.workers;
+                    drop(j);
+                    if fully_claimed {
+                        s.queue.pop_front();
                     }
+                    break (front, task, id);
                 }
                 if s.shutdown {
                     return;
@@ -337,18 +332,21 @@ fn worker_loop(shared: &Shared) {
                 s = shared.cv.wait(s).unwrap_or_else(|p| p.into_inner());
             }
         };
-        seen = generation;
-        run_caught(&*task, worker_id, &outcome);
-        drop(task);
+        let panicked = task.and_then(|task| run_caught(&*task, worker_id));
         let mut s = shared.lock();
-        if s.generation == generation {
-            s.finished += 1;
-            if s.task.as_ref().is_some_and(|(_, n, _)| s.finished == *n) {
-                // The last worker frees the gang for the next task.
-                s.task = None;
-                shared.free.notify_all();
-            }
+        let mut j = lock_job(&job);
+        j.finished += 1;
+        if j.panicked.is_none() {
+            j.panicked = panicked;
         }
+        if j.done() {
+            // The last one out: the task (and what it holds) goes before anyone learns that
+            // it is done.
+            j.task = None;
+            s.active -= 1;
+        }
+        drop(j);
+        drop(s);
         shared.cv.notify_all();
     }
 }

@@ -71,8 +71,8 @@ fn check_stack(t: &ThreadInfo, smaps: &[SmapsEntry], e: &Expect) -> Result<(), T
 pub fn main(vm: &Vm, args: &[String]) -> TestResult {
     let mitigated = args.first().map(String::as_str) == Some("mitigated");
     let count: usize = args.get(1).and_then(|n| n.parse().ok()).unwrap_or(16);
-    let policy = vm.stack_policy();
-    let guard_bytes = policy.zones.red + policy.zones.yellow + policy.zones.reserved;
+    let stacks = vm.stack_config();
+    let guard_bytes = stacks.red_zone + stacks.yellow_zone + stacks.reserved_zone;
     let thp = &vm.page_info().thp;
     println!("THP mode {:?} (the mode this machine has; the mitigation does not depend on it); guard zone {} KiB", thp.mode, guard_bytes / 1024);
     let gate = rtvm_launcher::IdleGate::new();

@@ -1,0 +1,146 @@
+//! The C API declared in `include/rtvm.h` (the `cdylib` and `staticlib` export these
+//! symbols). The header is the contract: versions, codes, thread-safety, ownership, and what
+//! each call does during and after `rtvm_destroy`.
+//!
+//! Every entry point catches panics (they never cross into C: they become `RTVM_ERR` with a
+//! message) and records failures for `rtvm_last_error` in a thread-local slot. A failure on a
+//! hot path (`rtvm_heap_allocate`, the TLAB's slow path) records plain numbers; the message
+//! is formatted only if `rtvm_last_error` asks for it. Pointers from C are checked for NULL;
+//! beyond that they must be what the header says. Codes come from the crate's one mapping
+//! of errors to JNI-style codes (`From<&E> for ErrorCode`).
+//!
+//! | file | entry points |
+//! | --- | --- |
+//! | `init` | `rtvm_get_version`, `rtvm_get_default_init_args`, `rtvm_create`, `rtvm_destroy` |
+//! | `heap` | `rtvm_heap_*`, `rtvm_tlab_*`, `rtvm_release_pretouch` |
+//! | `memory` | `rtvm_memory_*` |
+//! | `threads` | `rtvm_thread_*`, `rtvm_current_stack_bounds`, `rtvm_attach_current_thread`, `rtvm_detach_current_thread` |
+//! | `nmt` | `rtvm_nmt_summary` |
+//! | here | `rtvm_last_error`, and what every entry point shares |
+
+mod heap;
+mod init;
+mod memory;
+mod nmt;
+mod threads;
+
+use std::cell::RefCell;
+use std::ffi::{c_char, c_int, CStr, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use crate::error::ErrorCode;
+use crate::Vm;
+
+const OK: c_int = 0;
+const ERR: c_int = ErrorCode::Err.code();
+const EDETACHED: c_int = ErrorCode::Detached.code();
+const EVERSION: c_int = ErrorCode::Version.code();
+const ENOMEM: c_int = ErrorCode::NoMem.code();
+const EINVAL: c_int = ErrorCode::Inval.code();
+
+/// The C code of an error, from the crate's one mapping.
+fn code_of<'e, E>(e: &'e E) -> c_int
+where
+    ErrorCode: From<&'e E>,
+{
+    ErrorCode::from(e).code()
+}
+
+/// What the last failed call on this thread left for `rtvm_last_error`.
+enum LastError {
+    /// A formatted message (the buffer `rtvm_last_error` returns).
+    Text(CString),
+    /// An allocation that did not fit: formatted on demand.
+    HeapFull {
+        what: &'static str,
+        bytes: usize,
+        used: usize,
+        committed: usize,
+    },
+}
+
+thread_local! {
+    /// `None` until a call fails on this thread.
+    static LAST_ERROR: RefCell<Option<LastError>> = const { RefCell::new(None) };
+}
+
+pub(super) fn set_error(message: &str) {
+    let clean: String = message.trim_end().chars().filter(|&c| c != '\0').collect();
+    let text = CString::new(clean).unwrap_or_default();
+    let _ = LAST_ERROR.try_with(|e| *e.borrow_mut() = Some(LastError::Text(text)));
+}
+
+pub(super) fn fail(code: c_int, message: &str) -> c_int {
+    set_error(message);
+    code
+}
+
+/// Records a failed allocation without formatting anything.
+pub(super) fn heap_full(what: &'static str, vm: &Vm, bytes: usize) {
+    let s = vm.heap_stats();
+    let _ = LAST_ERROR.try_with(|e| {
+        *e.borrow_mut() = Some(LastError::HeapFull {
+            what,
+            bytes,
+            used: s.used,
+            committed: s.committed,
+        })
+    });
+}
+
+/// Runs `f`, turning a panic into `RTVM_ERR`.
+pub(super) fn guard(f: impl FnOnce() -> c_int) -> c_int {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(code) => code,
+        Err(p) => fail(
+            ERR,
+            &format!(
+                "internal error in rtvm: {}",
+                crate::threads::panic_message(&*p)
+            ),
+        ),
+    }
+}
+
+/// Reads a C string lossily (bytes that are not UTF-8 become U+FFFD).
+///
+/// # Safety
+/// `p` must be a valid NUL-terminated string.
+pub(super) unsafe fn c_text(p: *const c_char) -> String {
+    // SAFETY: forwarded to the caller.
+    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+}
+
+/// Borrows the VM behind a C pointer.
+///
+/// # Safety
+/// `vm` must be NULL or a live VM from `rtvm_create`.
+pub(super) unsafe fn vm_ref<'a>(vm: *mut Vm) -> Option<&'a Vm> {
+    // SAFETY: forwarded to the caller.
+    unsafe { vm.as_ref() }
+}
+
+/// See `rtvm_last_error` in rtvm.h.
+#[no_mangle]
+pub extern "C" fn rtvm_last_error() -> *const c_char {
+    static EMPTY: &CStr = c"";
+    LAST_ERROR
+        .try_with(|e| {
+            let mut e = e.borrow_mut();
+            if let Some(LastError::HeapFull {
+                what,
+                bytes,
+                used,
+                committed,
+            }) = *e
+            {
+                let text = format!("{what}: {bytes} bytes do not fit the committed heap ({used} bytes used of {committed} committed); grow it with rtvm_heap_expand");
+                *e = Some(LastError::Text(CString::new(text).unwrap_or_default()));
+            }
+            match &*e {
+                Some(LastError::Text(t)) => t.as_ptr(),
+                _ => EMPTY.as_ptr(),
+            }
+        })
+        .unwrap_or(EMPTY.as_ptr())
+}

@@ -1,0 +1,154 @@
+//! The live threads of a VM — started, workers and attached — and, under the same lock, the
+//! VM's [`Lifecycle`], so that a thread start and the destroy agree on whether it counts.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+use super::{ThreadError, ThreadInfo, ThreadKind, CURRENT};
+use crate::lifecycle::{Lifecycle, VmState};
+
+#[derive(Debug)]
+struct RegistryState {
+    threads: Vec<Arc<ThreadInfo>>,
+    /// The VM's phase, embedded here: see [`crate::lifecycle`].
+    lifecycle: Lifecycle,
+}
+
+/// The live threads of a VM and its lifecycle phase.
+#[derive(Debug)]
+pub(crate) struct Registry {
+    pub(super) vm_id: u64,
+    inner: Mutex<RegistryState>,
+    cv: Condvar,
+    next_id: AtomicU64,
+}
+
+impl Registry {
+    pub(crate) fn new(vm_id: u64) -> Registry {
+        Registry {
+            vm_id,
+            inner: Mutex::new(RegistryState {
+                threads: Vec::new(),
+                lifecycle: Lifecycle::new(),
+            }),
+            cv: Condvar::new(),
+            next_id: AtomicU64::new(0),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, RegistryState> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A fresh thread id.
+    pub(super) fn next_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Every live (not yet joined) thread.
+    pub(crate) fn list(&self) -> Vec<Arc<ThreadInfo>> {
+        self.lock().threads.clone()
+    }
+
+    /// How many threads are registered.
+    pub(crate) fn count(&self) -> usize {
+        self.lock().threads.len()
+    }
+
+    /// The lifecycle phase.
+    pub(crate) fn state(&self) -> VmState {
+        self.lock().lifecycle.state()
+    }
+
+    pub(super) fn register(&self, info: &Arc<ThreadInfo>) -> Result<(), ThreadError> {
+        let mut s = self.lock();
+        if !s.lifecycle.may_start() {
+            return Err(ThreadError::ShuttingDown {
+                name: info.name.clone(),
+            });
+        }
+        s.threads.push(Arc::clone(info));
+        s.lifecycle.started(info.kind.is_application());
+        Ok(())
+    }
+
+    /// Takes back a registration whose thread never started.
+    pub(super) fn unregister(&self, info: &ThreadInfo) {
+        let mut s = self.lock();
+        s.threads.retain(|t| t.id != info.id);
+        s.lifecycle.finished(info.kind.is_application());
+        self.cv.notify_all();
+    }
+
+    pub(super) fn thread_finished(&self, kind: ThreadKind) {
+        if kind.is_application() {
+            self.lock().lifecycle.finished(true);
+            self.cv.notify_all();
+        }
+    }
+
+    pub(super) fn remove(&self, id: u64) {
+        self.lock().threads.retain(|t| t.id != id);
+        self.cv.notify_all();
+    }
+
+    /// Enters [`VmState::DestroyRequested`]. Returns the phase found: only the caller that
+    /// found [`VmState::Running`] goes on to tear the VM down; the others wait for
+    /// [`VmState::Destroyed`] ([`wait_destroyed`](Registry::wait_destroyed)).
+    pub(crate) fn request_destroy(&self) -> VmState {
+        self.lock().lifecycle.request_destroy()
+    }
+
+    /// Waits until no application thread is left — threads started meanwhile included — and
+    /// enters [`VmState::ShuttingDown`] atomically with that observation.
+    pub(crate) fn wait_for_application_threads(&self) {
+        let mut s = self.lock();
+        while s.lifecycle.application_threads_left() {
+            s = self.cv.wait(s).unwrap_or_else(|p| p.into_inner());
+        }
+        s.lifecycle.shut_down();
+    }
+
+    pub(crate) fn set_destroyed(&self) {
+        self.lock().lifecycle.destroyed();
+        self.cv.notify_all();
+    }
+
+    pub(crate) fn wait_destroyed(&self) {
+        let mut s = self.lock();
+        while s.lifecycle.state() != VmState::Destroyed {
+            s = self.cv.wait(s).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// Makes the calling thread this VM's thread `id` (or no VM's, with `None`).
+    pub(super) fn set_current(&self, id: Option<u64>) {
+        CURRENT.with(|c| c.set(id.map_or((0, 0), |id| (self.vm_id, id))));
+    }
+
+    /// The registry entry of the calling thread, if it is one of this VM's threads (started
+    /// or attached).
+    pub(crate) fn current_thread(&self) -> Option<Arc<ThreadInfo>> {
+        let (vm, id) = CURRENT.with(Cell::get);
+        if vm != self.vm_id {
+            return None;
+        }
+        self.lock().threads.iter().find(|t| t.id == id).cloned()
+    }
+
+    /// The name of the calling thread if it is one the VM started (not an attached one):
+    /// such a thread cannot wait for the VM's destruction, which waits for it.
+    pub(crate) fn current_started_thread_name(&self) -> Option<String> {
+        let (vm, id) = CURRENT.with(Cell::get);
+        if vm != self.vm_id {
+            return None;
+        }
+        let s = self.lock();
+        match s.threads.iter().find(|t| t.id == id) {
+            Some(t) if t.kind == ThreadKind::Attached => None,
+            Some(t) => Some(t.name.clone()),
+            None => Some(format!("#{id}")),
+        }
+    }
+}

@@ -1,0 +1,276 @@
+//! Starting a VM thread: the stack mapped (and, mitigated, guarded and advised) before the
+//! thread exists, the registration, the start handshake, and the child's first steps.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rtvm_os_linux::stack::{self, StackMapping, StackSpec};
+use rtvm_os_linux::thread::{self as os_thread, errno_name, ForeignCall, ThreadContext};
+use rtvm_os_linux::{Errno, OsError};
+
+use super::{
+    panic_message, NewThread, Outcome, Registry, StackPolicy, ThreadError, ThreadInfo, ThreadKind,
+    ThreadState, VmThread,
+};
+
+/// What a thread runs.
+pub(crate) enum Body {
+    /// A Rust closure; a panic is caught and reported by `join`.
+    Rust(Box<dyn FnOnce() + Send + 'static>),
+    /// A C function, called last, from a plain frame: it may `pthread_exit`.
+    Foreign(ForeignCall),
+}
+
+/// Builds a VM thread ([`VmHandle::thread`](crate::VmHandle::thread)).
+#[derive(Debug)]
+pub struct ThreadBuilder<'vm> {
+    registry: &'vm Arc<Registry>,
+    policy: &'vm StackPolicy,
+    name: String,
+    kind: ThreadKind,
+    stack_size: Option<usize>,
+    hold: bool,
+}
+
+impl<'vm> ThreadBuilder<'vm> {
+    pub(crate) fn new(
+        registry: &'vm Arc<Registry>,
+        policy: &'vm StackPolicy,
+        name: &str,
+    ) -> ThreadBuilder<'vm> {
+        ThreadBuilder {
+            registry,
+            policy,
+            name: name.to_owned(),
+            kind: ThreadKind::Java,
+            stack_size: None,
+            hold: false,
+        }
+    }
+
+    /// The thread's kind (default: [`ThreadKind::Java`]; [`ThreadKind::Worker`], the gang's
+    /// own, and [`ThreadKind::Attached`] are refused).
+    pub fn kind(mut self, kind: ThreadKind) -> Self {
+        self.kind = kind;
+        self
+    }
+
+    /// An explicit stack size in bytes instead of the kind's default.
+    pub fn stack_size(mut self, bytes: usize) -> Self {
+        self.stack_size = Some(bytes);
+        self
+    }
+
+    /// Keep the thread in its start handshake until [`VmThread::start`]: its stack is mapped
+    /// and it has reported in, but (unmitigated) it has not placed its guards yet. A test
+    /// tool (the window khugepaged could use, made deterministic).
+    #[cfg(feature = "testing")]
+    pub fn hold_at_start(mut self, hold: bool) -> Self {
+        self.hold = hold;
+        self
+    }
+
+    /// Starts the thread.
+    pub fn spawn<F: FnOnce() + Send + 'static>(self, body: F) -> Result<VmThread, ThreadError> {
+        self.spawn_body(Body::Rust(Box::new(body)))
+    }
+
+    pub(crate) fn spawn_body(self, body: Body) -> Result<VmThread, ThreadError> {
+        if !self.kind.is_application() {
+            // Workers belong to the gang, which the shutdown stops; attached threads are the
+            // host's; a thread the VM starts for the embedder is an application thread (Java
+            // or Vm), which the shutdown waits for.
+            return Err(ThreadError::Start {
+                message: format!(
+                    "Failed to start thread \"{}\" - ThreadKind::{:?} cannot be started (only Java and Vm threads can)",
+                    self.name, self.kind
+                ),
+                errno: Errno::EINVAL,
+            });
+        }
+        spawn(
+            self.registry,
+            self.policy,
+            &self.name,
+            self.kind,
+            self.stack_size,
+            self.hold,
+            body,
+        )
+    }
+}
+
+/// Starts a thread: maps its stack, registers it, creates it, and — if `hold` — waits for
+/// it to report in; otherwise it runs `body` at once.
+pub(crate) fn spawn(
+    registry: &Arc<Registry>,
+    policy: &StackPolicy,
+    name: &str,
+    kind: ThreadKind,
+    stack_size: Option<usize>,
+    hold: bool,
+    body: Body,
+) -> Result<VmThread, ThreadError> {
+    let size = policy.stack_size(kind, stack_size);
+    let attrs = format!(
+        "stacksize: {}k, guardsize: {}k, joinable",
+        size / 1024,
+        policy.zones.total() / 1024
+    );
+    let fail = |what: &str, errno: Errno| {
+        let message = format!(
+            "Failed to start thread \"{name}\" - {what} failed ({}) for attributes: {attrs}.",
+            errno_name(errno)
+        );
+        log::warn!(target: "os+thread", "{message}");
+        ThreadError::Start { message, errno }
+    };
+    let spec = StackSpec {
+        size,
+        zones: policy.zones,
+        alt_stack_size: policy.alt_stack_size,
+        no_huge_pages: policy.mitigated,
+        guard_early: policy.mitigated,
+        name: name.to_owned(),
+    };
+    let mapping = StackMapping::map(&spec).map_err(|e| fail(mapping_op(&e), e.errno))?;
+    let info = ThreadInfo::new(NewThread {
+        id: registry.next_id(),
+        name: name.to_owned(),
+        kind,
+        layout: mapping.layout().clone(),
+        no_huge_pages: spec.no_huge_pages,
+        huge_page: policy.thp_page_size.unwrap_or(2 << 20),
+        soft_limit_offset: policy.soft_limit_offset(),
+        state: ThreadState::Allocated,
+        tid: 0,
+        glibc_stack: None,
+        go: !hold,
+    });
+    registry.register(&info)?;
+    let child = Arc::clone(&info);
+    let child_registry = Arc::clone(registry);
+    let policy_c = policy.clone();
+    let entry: os_thread::Entry = Box::new(move |ctx: &mut ThreadContext| {
+        run_child(child, &child_registry, &policy_c, ctx, body)
+    });
+    // However the thread ends — a return, a panic anywhere, pthread_exit — the VM learns of
+    // it, and nobody waits for it forever. Allocated here, in the parent.
+    let (exiting, exit_registry) = (Arc::clone(&info), Arc::clone(registry));
+    let on_exit: os_thread::ExitHook = Box::new(move || {
+        exiting.mark_finished();
+        exit_registry.thread_finished(exiting.kind);
+    });
+    // Held while the OS thread is created, so a joiner that finds the thread finished waits
+    // for its OsThread to be stored here.
+    let mut os_slot = info.os.lock().unwrap_or_else(|p| p.into_inner());
+    let os = match os_thread::spawn(mapping, entry, Some(on_exit)) {
+        Ok(os) => os,
+        Err(e) => {
+            drop(os_slot);
+            registry.unregister(&info);
+            return Err(fail("pthread_create", e.errno));
+        }
+    };
+    let pthread = os.pthread_id();
+    *os_slot = Some(os);
+    drop(os_slot);
+    let l = &info.layout;
+    log::info!(
+        target: "os+thread",
+        "Thread \"{name}\" started (pthread id: {pthread}, attributes: {attrs}; stack: {:#x}-{:#x}, guard: {:#x}-{:#x}, THP prevented: {}).",
+        l.usable.start,
+        l.usable.end,
+        l.guard.start,
+        l.guard.end,
+        if spec.no_huge_pages { "yes" } else { "no" }
+    );
+    if hold {
+        // A held thread is in its start window once it has reported in.
+        let mut hs = info.lock();
+        while hs.state == ThreadState::Allocated {
+            hs = info.cv.wait(hs).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+    Ok(VmThread {
+        info,
+        registry: Arc::clone(registry),
+    })
+}
+
+fn mapping_op(e: &OsError) -> &'static str {
+    match e.op {
+        rtvm_os_linux::Operation::Protect => "mprotect",
+        rtvm_os_linux::Operation::Advise(_) => "madvise",
+        _ => "mmap",
+    }
+}
+
+fn run_child(
+    info: Arc<ThreadInfo>,
+    registry: &Registry,
+    policy: &StackPolicy,
+    ctx: &mut ThreadContext,
+    body: Body,
+) -> Option<ForeignCall> {
+    registry.set_current(Some(info.id));
+    let tid = rtvm_os_linux::system::current_tid();
+    let held = {
+        let mut hs = info.lock();
+        hs.tid = tid;
+        hs.glibc_stack = stack::current_thread_stack().map(|(r, _)| r);
+        hs.state = ThreadState::Initialized;
+        let held = !hs.go;
+        if held {
+            info.cv.notify_all();
+            while !hs.go {
+                hs = info.cv.wait(hs).unwrap_or_else(|p| p.into_inner());
+            }
+        }
+        hs.state = ThreadState::Runnable;
+        held
+    };
+    log::info!(
+        target: "os+thread",
+        "Thread is alive (tid: {tid}, name: \"{}\"{}).",
+        info.name,
+        if held { ", was held at start" } else { "" }
+    );
+    if policy.delay_start {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    if !ctx.guard_installed() {
+        if let Err(e) = ctx.install_guard() {
+            let message = format!("placing the stack guard zone failed: {e}");
+            log::warn!(target: "os+thread", "Thread \"{}\": {message}", info.name);
+            info.lock().outcome = Some(Outcome::NoGuard(message));
+            return None;
+        }
+    }
+    if policy.pretouch_stacks {
+        match ctx.pretouch_stack(&policy.pretouch_request) {
+            Ok(p) => log::trace!(
+                target: "os+thread",
+                "Pretouching thread stack for {tid}: {} bytes with {}",
+                p.bytes,
+                p.primitive
+            ),
+            Err(e) => {
+                log::warn!(target: "os+thread", "Pretouching the stack of \"{}\" failed: {e}", info.name)
+            }
+        }
+    }
+    match body {
+        Body::Rust(f) => {
+            let outcome = match catch_unwind(AssertUnwindSafe(f)) {
+                Ok(()) => Outcome::Done,
+                Err(p) => Outcome::Panicked(panic_message(&*p)),
+            };
+            log::info!(target: "os+thread", "Thread \"{}\" finished (tid: {tid}).", info.name);
+            info.lock().outcome = Some(outcome);
+            None
+        }
+        Body::Foreign(call) => Some(call),
+    }
+}
