@@ -147,8 +147,11 @@ pub fn tokenize_options(text: &str, origin: &str) -> Result<Vec<String>, ArgErro
 }
 
 /// Splits a `-XX:Flags=` settings file into its bare flag settings (`+AlwaysPreTouch`,
-/// `MaxHeapSize=1g`), with HotSpot's rules for quotes, comments and long tokens (see
-/// [`Syntax::Settings`]).
+/// `MaxHeapSize=1g`), with HotSpot's rules for quotes, comments and long tokens: a token's
+/// first character is kept as it is (a quote too); after it a quote opens or closes a group
+/// (dropped) in which spaces are kept; a line break always ends a token; `#` where a token
+/// would start comments out the rest of the line; a NUL ends a token; and reading stops once
+/// a token reaches 1023 characters.
 pub fn tokenize_settings(text: &str) -> Vec<String> {
     tokenize(text, Syntax::Settings).unwrap_or_default()
 }

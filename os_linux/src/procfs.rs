@@ -151,7 +151,9 @@ fn read_consistent(path: &str) -> io::Result<String> {
     Ok(last)
 }
 
-/// Reads `/proc/self/maps` (a consistent snapshot, see [`read_consistent`]).
+/// Reads `/proc/self/maps` as a consistent snapshot: re-read until two reads in a row agree
+/// (mappings other threads change between the system calls of one read could otherwise show
+/// up twice, shifted, or not at all).
 pub fn read_maps() -> io::Result<Vec<MapsEntry>> {
     read_consistent("/proc/self/maps").map(|t| parse_maps(&t))
 }

@@ -33,7 +33,7 @@ use crate::policy::MemoryPolicy;
 use crate::pretouch::{self, Background, GrowError, Label, PretouchError, PretouchReport, Target};
 use crate::workers::{TaskPanicked, WorkerGang};
 
-/// What an embedder asks [`VmHandle::reserve_memory`] for.
+/// What an embedder asks [`VmHandle::reserve_memory`](crate::VmHandle::reserve_memory) for.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MemoryRequest {
     category: String,

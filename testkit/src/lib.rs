@@ -12,7 +12,7 @@
 //! * [`child`]: re-running one test of the binary in a child process with a role, for
 //!   process-wide changes (rlimits, seccomp filters, signal handlers, crashes) and for
 //!   measurements of the whole process (RSS) that other tests must not disturb.
-//! * [`bench`]: what the benchmarks share (medians, arguments, whole-process timing).
+//! * [`bench`](mod@bench): what the benchmarks share (medians, arguments, whole-process timing).
 #![forbid(unsafe_code)]
 
 pub mod bench;
