@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 use std::process::Command;
-use std::sync::{Arc, Barrier};
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use rtvm::{InitArgs, Vm};
@@ -29,20 +29,21 @@ fn rss_kb() -> u64 {
     read_status().unwrap().vm_rss_kb
 }
 
-/// Where a sample's threads report in, and then park until the sampler has read the RSS:
-/// two barriers of `THREADS + 1` (the last arrival wakes the others once, so starting N
-/// threads costs N wake-ups, not N²).
+/// Where a sample's threads report in (each report wakes only the sampler, so starting N
+/// threads costs N wake-ups, not N²), and then park until the sampler has read the RSS: a
+/// read lock on a lock the sampler holds for writing.
 struct Gate {
-    started: Barrier,
-    released: Barrier,
+    started: std::sync::Mutex<std::sync::mpsc::Sender<()>>,
+    released: Arc<RwLock<()>>,
 }
 
 impl Gate {
     fn parked_body(self: &Arc<Self>) -> impl FnOnce() + Send + 'static {
-        let gate = Arc::clone(self);
+        let started = self.started.lock().unwrap().clone();
+        let released = Arc::clone(&self.released);
         move || {
-            gate.started.wait();
-            gate.released.wait();
+            let _ = started.send(());
+            drop(released.read());
         }
     }
 }
@@ -50,17 +51,22 @@ impl Gate {
 /// Starts `THREADS` parked threads with `spawn`, stops the clock when all run, reads the RSS
 /// growth, then releases and joins them: (time to all-running, RSS growth in kB).
 fn measure<T>(spawn: impl Fn(usize, &Arc<Gate>) -> T, join: impl Fn(T)) -> (Duration, u64) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let released = Arc::new(RwLock::new(()));
+    let hold = released.write().unwrap();
     let g = Arc::new(Gate {
-        started: Barrier::new(THREADS + 1),
-        released: Barrier::new(THREADS + 1),
+        started: std::sync::Mutex::new(tx),
+        released: Arc::clone(&released),
     });
     let before = rss_kb();
     let start = Instant::now();
     let threads: Vec<T> = (0..THREADS).map(|i| spawn(i, &g)).collect();
-    g.started.wait();
+    for _ in 0..THREADS {
+        rx.recv().expect("every thread reports in");
+    }
     let elapsed = start.elapsed();
     let grown = rss_kb().saturating_sub(before);
-    g.released.wait();
+    drop(hold);
     threads.into_iter().for_each(join);
     (elapsed, grown)
 }

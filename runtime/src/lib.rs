@@ -35,23 +35,23 @@
 //! Data flows one way: `vm` → `ergonomics` → `policy` → `heap`, `memory`, `threads` →
 //! `pretouch` → `workers` → the OS layer (`rtvm_os_linux`).
 //!
-//! | module | what |
+//! | where | what |
 //! | --- | --- |
-//! | `vm` | [`Vm`], [`VmHandle`]: the create and shutdown sequence, the owner of everything |
-//! | `lifecycle` | the VM's states ([`VmState`]) and transition rules |
-//! | `args` | [`InitArgs`], `RTVM_OPTIONS`, option parsing with `-Xlog` applied in order |
-//! | `ergonomics` | the decisions, as ordered steps: machine, large pages, heap sizes, nursery, stacks; `-Xlog:pagesize` and `gc+init` |
-//! | `policy` | what ergonomics decided, read by everything below (one memory policy for the heap and memories) |
-//! | `heap` | [`Heap`]: reserve and expand, the bump allocator, [`Tlab`], [`Nursery`] |
-//! | `memory` | [`VmMemory`]: memory of the embedder's own with the VM's policies |
-//! | `pretouch` | the engine: chunked parallel pretouch of a range, holds ([`PretouchHold`]), the one growth routine |
-//! | `threads` | [`VmThread`], [`AttachedThread`], the registry, stack policy, the start handshake |
-//! | `workers` | the worker gang and its task queue |
-//! | `nmt` | [`NmtSummary`] in HotSpot 17's layout |
-//! | `xlog` | `-Xlog`: selections, outputs and rotation, decorations, dispatch |
-//! | `output` | [`Output`]: standard streams or the embedder's hook |
-//! | `error` | [`CreateError`], [`ErrorCode`] and the one mapping of errors to codes |
-//! | `capi` | the C API of `include/rtvm.h`, by area |
+//! | `src/vm.rs` | [`Vm`], [`VmHandle`]: the create and shutdown sequence, the owner of everything |
+//! | `src/lifecycle.rs` | the VM's states ([`VmState`]) and transition rules |
+//! | `src/args.rs` | [`InitArgs`], `RTVM_OPTIONS`, option parsing with `-Xlog` applied in order |
+//! | `src/ergonomics/` | the decisions, as ordered steps: machine, large pages, heap sizes, nursery, stacks; `-Xlog:pagesize` and `gc+init` |
+//! | `src/policy.rs` | what ergonomics decided, read by everything below (one memory policy for the heap and memories) |
+//! | `src/heap/` | [`Heap`]: reserve and expand, the bump allocator, [`Tlab`], [`Nursery`] |
+//! | `src/memory.rs` | [`VmMemory`]: memory of the embedder's own with the VM's policies |
+//! | `src/pretouch/` | the engine: chunked parallel pretouch of a range, holds ([`PretouchHold`]), the one growth routine |
+//! | `src/threads/` | [`VmThread`], [`AttachedThread`], the registry, stack policy, the start handshake |
+//! | `src/workers.rs` | the worker gang and its task queue |
+//! | `src/nmt.rs` | [`NmtSummary`] in HotSpot 17's layout |
+//! | `src/xlog/` | `-Xlog`: selections, outputs and rotation, decorations, dispatch |
+//! | `src/output.rs` | [`Output`]: standard streams or the embedder's hook |
+//! | `src/error.rs` | [`CreateError`], [`ErrorCode`] and the one mapping of errors to codes |
+//! | `src/capi/` | the C API of `include/rtvm.h`, by area |
 #![deny(unsafe_code)]
 
 mod args;
