@@ -1,11 +1,20 @@
 //! Signals: the `SIGSEGV`/`SIGBUS` handler that reports guard-zone hits, the alternate
 //! signal stacks it runs on, and chaining to the handlers that were there before.
 //!
-//! **Ownership.** [`install`] puts rtvm's handler in place once per process and returns a
+//! **Ownership.** [`install`] puts rtvm's handler in the chain and returns a
 //! [`SignalHandlers`] token; [`SignalHandlers::restore`] (or dropping the token) puts the
-//! previous actions back — unless someone replaced rtvm's handler in the meantime, whose
-//! handler is then left alone. The runtime holds the token for the life of a VM, so a host
-//! that creates, destroys and unloads rtvm finds its own handlers as it left them.
+//! previous actions back — unless a handler was installed on top of rtvm's in the meantime:
+//! that one is left alone, and rtvm's stays below it (the handler above may chain to it),
+//! passing on what it does not report. The runtime holds the token for the life of a VM, so a
+//! host that creates, destroys and unloads rtvm finds its own handlers as it left them.
+//!
+//! **Generations.** The chain survives any number of VMs and host handlers installed or
+//! removed in any order: rtvm's handler has one "previous" action for as long as it is in the
+//! chain. A VM created while rtvm's handler is installed (a host put it back) or below a
+//! host's handler that chains to it keeps it there, chaining as before — it never saves a
+//! handler that chains to rtvm's as its own previous (the two would call each other), and
+//! never mistakes its own handler for `SIG_DFL`. A default or ignore action on top means
+//! rtvm's handler is out of the chain: a new VM saves it and installs rtvm's on top.
 //!
 //! **Reports.** A fault in a thread's guard zone prints one line on fd 2 — the thread, the
 //! zone (red, yellow or reserved), the fault address, the guard and the stack — and ends the
@@ -16,8 +25,12 @@
 //!
 //! **Chaining.** Every other fault goes to the previous action, delivered as the kernel
 //! would have: its `sa_mask` (and the signal itself, unless `SA_NODEFER`) blocked for the
-//! call, `SA_SIGINFO` deciding the signature, `SA_RESETHAND` turning it into `SIG_DFL` after
-//! one delivery. A previous `SIG_DFL` kills the process with the signal: a hardware fault by
+//! call on top of the interrupted code's mask, `SA_SIGINFO` deciding the signature,
+//! `SA_RESETHAND` turning it into `SIG_DFL` after one delivery, and on the stack the kernel
+//! would have chosen: rtvm's handler runs on the alternate signal stack (`SA_ONSTACK`), but a
+//! handler installed without `SA_ONSTACK` is called on the interrupted code's own stack, below
+//! its stack pointer and red zone (x86-64) — a host handler that needs more than a signal
+//! stack's few KiB gets the thread's stack, as it would without rtvm. A previous `SIG_DFL` kills the process with the signal: a hardware fault by
 //! returning and faulting again with the default action, a signal sent by `kill`/`raise`
 //! (`si_code <= 0`) by raising it again. A previous `SIG_IGN` ignores signals that were sent
 //! and is `SIG_DFL` for hardware faults, which the kernel never lets a process ignore.
@@ -141,8 +154,8 @@ pub(crate) fn set_alt_stack(range: Option<&Range<usize>>) {
     }
 }
 
-/// The actions that were installed before rtvm's, per installation. Two slots alternate, so
-/// a handler still running from the previous installation never reads a slot being written.
+/// The actions rtvm's handler chains to, per installation. Two slots alternate, so a
+/// handler still running from the previous installation never reads a slot being written.
 struct Saved {
     actions: UnsafeCell<[MaybeUninit<libc::sigaction>; 2]>,
     /// Set once a previous `SA_RESETHAND` action has been delivered.
@@ -159,11 +172,15 @@ static SLOTS: [Saved; 2] = [const {
         reset_done: [const { AtomicBool::new(false) }; 2],
     }
 }; 2];
-/// 0: nothing saved yet; k + 1: `SLOTS[k]` holds the previous actions.
+/// 0: nothing saved yet; k + 1: `SLOTS[k]` holds the actions rtvm's handler chains to.
 static CURRENT: AtomicUsize = AtomicUsize::new(0);
 static INSTALLATIONS: AtomicUsize = AtomicUsize::new(0);
 static INSTALLED: AtomicBool = AtomicBool::new(false);
 static DUMP_CORE: AtomicBool = AtomicBool::new(true);
+/// Per signal: rtvm's handler is in the process's chain — installed, or below a handler
+/// installed after it that may chain to it. Cleared only when a restore takes rtvm's handler
+/// out (it was the installed action and the saved one is put back).
+static IN_CHAIN: [AtomicBool; 2] = [const { AtomicBool::new(false) }; 2];
 
 /// rtvm's fault handlers, installed. Restores the previous actions when dropped.
 #[derive(Debug)]
@@ -190,7 +207,66 @@ fn set_action(sig: c_int, action: &libc::sigaction) -> Result<(), Errno> {
     Errno::result(unsafe { libc::sigaction(sig, action, std::ptr::null_mut()) }).map(drop)
 }
 
-/// Installs rtvm's `SIGSEGV`/`SIGBUS` handler, saving the previous actions to chain to.
+fn is_default_or_ignore(a: &libc::sigaction) -> bool {
+    a.sa_sigaction == libc::SIG_DFL || a.sa_sigaction == libc::SIG_IGN
+}
+
+/// A `SIG_DFL` action with an empty mask.
+fn default_action() -> libc::sigaction {
+    // SAFETY: zeroed-then-filled sigaction; SIG_DFL needs nothing else.
+    unsafe {
+        let mut a: libc::sigaction = std::mem::zeroed();
+        a.sa_sigaction = libc::SIG_DFL;
+        libc::sigemptyset(&mut a.sa_mask);
+        a
+    }
+}
+
+/// The action rtvm's handler chains to for signal `i` now: the published slot's, `SIG_DFL`
+/// once a previous `SA_RESETHAND` action was delivered (the kernel would have reset it).
+fn saved_action(i: usize) -> Option<libc::sigaction> {
+    let slot = CURRENT.load(Ordering::Acquire).checked_sub(1)?;
+    let s = &SLOTS[slot];
+    // SAFETY: a published slot is fully written and not written again while published.
+    let a = unsafe { (*s.actions.get())[i].assume_init() };
+    let reset = a.sa_flags & libc::SA_RESETHAND != 0 && s.reset_done[i].load(Ordering::Relaxed);
+    Some(if reset { default_action() } else { a })
+}
+
+/// What `install` does about one signal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Placement {
+    /// Nothing of rtvm's in the chain: save the current action, install rtvm's on top.
+    Install,
+    /// rtvm's handler is the installed action already (left by an earlier VM, or put back
+    /// by a host handler that chained to it): keep it and what it chains to.
+    OnTop,
+    /// A handler installed after rtvm's is on top and may chain to it: rtvm's handler stays
+    /// below it, chaining to what it chained to before. Saving that handler as "previous"
+    /// would make the two call each other.
+    Below,
+}
+
+fn placement(i: usize, current: &libc::sigaction) -> Placement {
+    if current.sa_sigaction == our_handler() {
+        Placement::OnTop
+    } else if IN_CHAIN[i].load(Ordering::Acquire) && !is_default_or_ignore(current) {
+        // A default or ignore action chains to nobody: whoever put it there took rtvm's
+        // handler out of the chain.
+        Placement::Below
+    } else {
+        Placement::Install
+    }
+}
+
+/// Installs rtvm's `SIGSEGV`/`SIGBUS` handler, keeping the chain a process has built, across
+/// any number of VMs and host handlers installed or removed in any order:
+///
+/// * with no rtvm handler in the chain, the current action is saved and rtvm's goes on top;
+/// * with rtvm's handler installed already, it stays, chaining to what it chained to;
+/// * below a handler installed after an earlier VM's (one that chains to it), it stays there:
+///   rtvm's handler keeps chaining to its own previous action, never to the handler above it.
+///
 /// `dump_core`: end with `abort()` after a report (else `_exit(1)`). Fails with `EBUSY`
 /// while another [`SignalHandlers`] is alive.
 pub fn install(dump_core: bool) -> Result<SignalHandlers, Errno> {
@@ -198,15 +274,16 @@ pub fn install(dump_core: bool) -> Result<SignalHandlers, Errno> {
         return Err(Errno::EBUSY);
     }
     DUMP_CORE.store(dump_core, Ordering::Relaxed);
-    let slot = INSTALLATIONS.fetch_add(1, Ordering::Relaxed) % 2;
-    let mut previous = [query(SIGNALS[0]), query(SIGNALS[1])];
-    for p in &mut previous {
-        if p.sa_sigaction == our_handler() {
-            // Never chain to ourselves (a handler left by an earlier copy of this code).
-            p.sa_sigaction = libc::SIG_DFL;
-            p.sa_flags = 0;
-        }
+    let current = [query(SIGNALS[0]), query(SIGNALS[1])];
+    let places = [placement(0, &current[0]), placement(1, &current[1])];
+    let mut previous = [default_action(); 2];
+    for i in 0..2 {
+        previous[i] = match places[i] {
+            Placement::Install => current[i],
+            Placement::OnTop | Placement::Below => saved_action(i).unwrap_or_else(default_action),
+        };
     }
+    let slot = INSTALLATIONS.fetch_add(1, Ordering::Relaxed) % 2;
     // SAFETY: CURRENT does not name `slot` (installations alternate and the previous one
     // published the other slot), so no handler reads it while it is written.
     unsafe {
@@ -228,15 +305,28 @@ pub fn install(dump_core: bool) -> Result<SignalHandlers, Errno> {
         a
     };
     for (i, &sig) in SIGNALS.iter().enumerate() {
+        if places[i] != Placement::Install {
+            continue;
+        }
         if let Err(e) = set_action(sig, &ours) {
             for (j, &done) in SIGNALS.iter().enumerate().take(i) {
-                let _ = set_action(done, &previous[j]);
+                if places[j] == Placement::Install {
+                    let _ = set_action(done, &previous[j]);
+                }
             }
             INSTALLED.store(false, Ordering::Release);
             return Err(e);
         }
     }
-    log::debug!(target: "os", "Installed the SIGSEGV and SIGBUS handlers (previous: {} and {})", describe(&previous[0]), describe(&previous[1]));
+    for (i, flag) in IN_CHAIN.iter().enumerate() {
+        flag.store(true, Ordering::Release);
+        let what = match places[i] {
+            Placement::Install => "installed",
+            Placement::OnTop => "already installed",
+            Placement::Below => "already in the chain, below a handler installed after it",
+        };
+        log::debug!(target: "os", "Signal {}: rtvm's handler {what}; it chains to {}", SIGNALS[i], describe(&previous[i]));
+    }
     Ok(SignalHandlers { restored: false })
 }
 
@@ -254,7 +344,9 @@ pub fn handler_installed() -> bool {
 }
 
 impl SignalHandlers {
-    /// Puts the previous actions back where rtvm's handler is still installed.
+    /// Puts the previous actions back where rtvm's handler is still installed. Where a
+    /// handler installed after rtvm's is on top, rtvm's stays in the chain below it (that
+    /// handler may chain to it), passing on what it does not report.
     pub fn restore(mut self) {
         self.restore_now();
     }
@@ -263,17 +355,17 @@ impl SignalHandlers {
         if std::mem::replace(&mut self.restored, true) {
             return;
         }
-        let slot = CURRENT.load(Ordering::Acquire).wrapping_sub(1);
         for (i, &sig) in SIGNALS.iter().enumerate() {
             if query(sig).sa_sigaction != our_handler() {
-                log::info!(target: "os", "Signal {sig}: the handler was replaced after rtvm installed its own; leaving it in place");
+                log::info!(target: "os", "Signal {sig}: the handler was replaced after rtvm installed its own; leaving it in place (rtvm's stays in the chain below it)");
                 continue;
             }
-            // SAFETY: `slot` was written by `install` before CURRENT published it and is not
-            // written again while INSTALLED is set.
-            let previous = unsafe { (*SLOTS[slot].actions.get())[i].assume_init() };
-            if let Err(e) = set_action(sig, &previous) {
-                log::warn!(target: "os", "Restoring the handler of signal {sig} failed: {}", crate::error::strerror(e));
+            let previous = saved_action(i).unwrap_or_else(default_action);
+            match set_action(sig, &previous) {
+                Ok(()) => IN_CHAIN[i].store(false, Ordering::Release),
+                Err(e) => {
+                    log::warn!(target: "os", "Restoring the handler of signal {sig} failed: {}", crate::error::strerror(e))
+                }
             }
         }
         INSTALLED.store(false, Ordering::Release);
@@ -355,26 +447,108 @@ fn sig_index(sig: c_int) -> usize {
 fn set_default(sig: c_int) {
     // SAFETY: installing SIG_DFL with an empty mask is async-signal-safe.
     unsafe {
-        let mut dfl: libc::sigaction = std::mem::zeroed();
-        dfl.sa_sigaction = libc::SIG_DFL;
-        libc::sigemptyset(&mut dfl.sa_mask);
-        libc::sigaction(sig, &dfl, std::ptr::null_mut());
+        libc::sigaction(sig, &default_action(), std::ptr::null_mut());
     }
 }
 
-/// Delivers `sig` to the previous action, as the kernel would have without rtvm.
+/// A handler call, as the kernel makes it: on the stack it would choose.
+struct Delivery {
+    handler: usize,
+    siginfo: bool,
+    sig: c_int,
+    info: *mut libc::siginfo_t,
+    ucontext: *mut c_void,
+}
+
+/// Calls the handler a [`Delivery`] names, with the signature `SA_SIGINFO` selects.
+extern "C" fn deliver(d: *mut c_void) {
+    // SAFETY: `d` points to the Delivery `chain` keeps alive on its frame for this call; the
+    // handler is the function its owner installed with these flags.
+    unsafe {
+        let d = &*d.cast::<Delivery>();
+        if d.siginfo {
+            let f: extern "C" fn(c_int, *mut libc::siginfo_t, *mut c_void) =
+                std::mem::transmute(d.handler);
+            f(d.sig, d.info, d.ucontext);
+        } else {
+            let f: extern "C" fn(c_int) = std::mem::transmute(d.handler);
+            f(d.sig);
+        }
+    }
+}
+
+/// The stack pointer the interrupted code had, if `ucontext` says (x86-64).
+fn interrupted_sp(ucontext: *mut c_void) -> Option<usize> {
+    #[cfg(target_arch = "x86_64")]
+    if !ucontext.is_null() {
+        // SAFETY: the kernel's ucontext for this delivery.
+        let uc = unsafe { &*ucontext.cast::<libc::ucontext_t>() };
+        return Some(uc.uc_mcontext.gregs[libc::REG_RSP as usize] as usize);
+    }
+    let _ = ucontext;
+    None
+}
+
+/// The calling thread's alternate signal stack, if one is set and it runs on it now.
+fn running_on_alt_stack() -> Option<(usize, usize)> {
+    // SAFETY: a NULL new stack only queries; `old` is a local out-parameter.
+    unsafe {
+        let mut old: libc::stack_t = std::mem::zeroed();
+        if libc::sigaltstack(std::ptr::null(), &mut old) != 0
+            || old.ss_flags & libc::SS_ONSTACK == 0
+        {
+            return None;
+        }
+        Some((old.ss_sp as usize, old.ss_sp as usize + old.ss_size))
+    }
+}
+
+/// Where the kernel would have run a handler installed without `SA_ONSTACK`, when rtvm's
+/// handler (installed with it) runs on the alternate signal stack: on the stack the
+/// interrupted code was using, below its stack pointer and the ABI's 128-byte red zone.
+/// `None`: here is right (the handler asked for the alternate stack, or the interrupted code
+/// was on it already, or there is none).
+fn kernel_stack_for(flags: c_int, ucontext: *mut c_void) -> Option<usize> {
+    if flags & libc::SA_ONSTACK != 0 {
+        return None;
+    }
+    let (alt_lo, alt_hi) = running_on_alt_stack()?;
+    let sp = interrupted_sp(ucontext)?;
+    if (alt_lo..alt_hi).contains(&sp) {
+        return None;
+    }
+    Some((sp - 128) & !15)
+}
+
+/// Runs `f(arg)` with the stack pointer at `sp` (16-byte aligned), back on this stack after.
+///
+/// # Safety
+/// `sp` must be the top of stack memory that is free below it (the interrupted code's stack
+/// below its red zone) and large enough for `f`; `f` must not unwind.
+#[cfg(target_arch = "x86_64")]
+unsafe fn call_on_stack(sp: usize, f: extern "C" fn(*mut c_void), arg: *mut c_void) {
+    // SAFETY: forwarded to the caller. r12 is callee-saved, so it survives the call and
+    // brings this stack back; every caller-saved register is declared clobbered.
+    unsafe {
+        std::arch::asm!(
+            "mov r12, rsp",
+            "mov rsp, {sp}",
+            "call {f}",
+            "mov rsp, r12",
+            sp = in(reg) sp,
+            f = in(reg) f,
+            in("rdi") arg,
+            out("r12") _,
+            clobber_abi("C"),
+        );
+    }
+}
+
+/// Delivers `sig` to the previous action, as the kernel would have without rtvm: with its
+/// mask, its flags and on the stack it would have chosen.
 fn chain(sig: c_int, info: *mut libc::siginfo_t, ucontext: *mut c_void) {
-    let slot = CURRENT.load(Ordering::Acquire);
     let i = sig_index(sig);
-    let previous = if slot == 0 {
-        None
-    } else {
-        let s = &SLOTS[slot - 1];
-        // SAFETY: a published slot is fully written and not written again while published.
-        let a = unsafe { (*s.actions.get())[i].assume_init() };
-        let reset = a.sa_flags & libc::SA_RESETHAND != 0 && s.reset_done[i].load(Ordering::Relaxed);
-        (!reset).then_some(a)
-    };
+    let previous = saved_action(i);
     // SAFETY: the kernel passes a valid siginfo.
     let sent = unsafe { (*info).si_code } <= 0;
     let handler = previous.map_or(libc::SIG_DFL, |p| p.sa_sigaction);
@@ -401,20 +575,28 @@ fn chain(sig: c_int, info: *mut libc::siginfo_t, ucontext: *mut c_void) {
     }
     let Some(p) = previous else { return };
     if p.sa_flags & libc::SA_RESETHAND != 0 {
-        SLOTS[slot - 1].reset_done[i].store(true, Ordering::Relaxed);
+        if let Some(slot) = CURRENT.load(Ordering::Acquire).checked_sub(1) {
+            SLOTS[slot].reset_done[i].store(true, Ordering::Relaxed);
+        }
     }
+    let mut delivery = Delivery {
+        handler,
+        siginfo: p.sa_flags & libc::SA_SIGINFO != 0,
+        sig,
+        info,
+        ucontext,
+    };
+    let arg = (&mut delivery as *mut Delivery).cast::<c_void>();
     // SAFETY: the mask calls are async-signal-safe and work on locals; `ucontext` is the
-    // kernel's for this delivery. `handler` is the function the previous owner installed with
-    // these flags, called with the signature SA_SIGINFO selects, as the kernel would.
-    unsafe {
+    // kernel's for this delivery.
+    let saved = unsafe {
         let mut mask: libc::sigset_t = if ucontext.is_null() {
-            std::mem::zeroed()
+            let mut m = std::mem::zeroed();
+            libc::sigemptyset(&mut m);
+            m
         } else {
             (*ucontext.cast::<libc::ucontext_t>()).uc_sigmask
         };
-        if ucontext.is_null() {
-            libc::sigemptyset(&mut mask);
-        }
         for s in 1..libc::SIGRTMAX() {
             if libc::sigismember(&p.sa_mask, s) == 1 {
                 libc::sigaddset(&mut mask, s);
@@ -427,14 +609,17 @@ fn chain(sig: c_int, info: *mut libc::siginfo_t, ucontext: *mut c_void) {
         }
         let mut saved: libc::sigset_t = std::mem::zeroed();
         libc::pthread_sigmask(libc::SIG_SETMASK, &mask, &mut saved);
-        if p.sa_flags & libc::SA_SIGINFO != 0 {
-            let f: extern "C" fn(c_int, *mut libc::siginfo_t, *mut c_void) =
-                std::mem::transmute(handler);
-            f(sig, info, ucontext);
-        } else {
-            let f: extern "C" fn(c_int) = std::mem::transmute(handler);
-            f(sig);
-        }
-        libc::pthread_sigmask(libc::SIG_SETMASK, &saved, std::ptr::null_mut());
+        saved
+    };
+    match kernel_stack_for(p.sa_flags, ucontext) {
+        // SAFETY: `sp` is below the interrupted stack pointer and its red zone, on the stack
+        // the interrupted code runs on: memory nobody uses, where the kernel would have put
+        // the handler's frame. The handler is C (it does not unwind); it may leave with
+        // siglongjmp, which restores a stack pointer above.
+        #[cfg(target_arch = "x86_64")]
+        Some(sp) => unsafe { call_on_stack(sp, deliver, arg) },
+        _ => deliver(arg),
     }
+    // SAFETY: restoring the mask saved above.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &saved, std::ptr::null_mut()) };
 }

@@ -91,6 +91,31 @@ pub fn soft_limit(limit: Limit) -> Option<u64> {
         .filter(|&s| s != RLIM_INFINITY)
 }
 
+/// Bumped in the child of every `fork()` (a `pthread_atfork` handler, registered by the first
+/// call of [`process_generation`]).
+static FORK_GENERATION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+extern "C" fn forked_child() {
+    FORK_GENERATION.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Which process this is, as far as `fork()` goes: a value that differs in a child created by
+/// `fork()` after the first call (where only the forking thread exists — a VM's workers and
+/// threads do not). One atomic load; the `pthread_atfork` handler is registered once.
+pub fn process_generation() -> u64 {
+    static REGISTERED: std::sync::Once = std::sync::Once::new();
+    REGISTERED.call_once(|| {
+        // SAFETY: registers a child handler that only increments an atomic (async-signal-
+        // safe, allocation-free); no prepare or parent handler. The function lives as long
+        // as the code, which is never unloaded (-z nodelete for the C library).
+        let rc = unsafe { libc::pthread_atfork(None, None, Some(forked_child)) };
+        if rc != 0 {
+            log::warn!(target: "os", "pthread_atfork failed ({}): a forked child cannot tell that its VM belongs to the parent", crate::error::strerror(nix::errno::Errno::from_raw(rc)));
+        }
+    });
+    FORK_GENERATION.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// The calling thread's kernel thread id.
 pub fn current_tid() -> i32 {
     crate::sys::current_tid()
