@@ -25,13 +25,57 @@
  *     linked -z nodelete: thread-exit hooks and signal handlers point into it).
  *
  * Thread-safety, in one place (each function repeats its own):
- *   - rtvm_create, rtvm_destroy: one at a time per process; rtvm_destroy must not race with
- *     any other call on the same VM except from the VM's own threads (which it waits for).
+ *   - rtvm_create: concurrent calls are serialized — one that finds another create under way
+ *     waits for its outcome, and gets RTVM_EEXIST only if a VM exists then (a create that
+ *     fails, on a bad option say, leaves the slot free for the next). rtvm_destroy must not
+ *     race with any other call on the same VM except from the VM's own threads (which it
+ *     waits for).
  *   - Everything else taking a VM may be called from any thread, concurrently, while the VM
  *     lives (from rtvm_create's return to rtvm_destroy's call).
  *   - An rtvm_tlab and an rtvm_thread handle belong to one thread at a time.
  *   - After rtvm_destroy returns, the VM pointer is dangling: no thread may pass it again.
  *     Threads still attached then are simply forgotten (do not detach them afterwards).
+ *
+ * The output hook
+ *   It is called from rtvm_create until rtvm_destroy returns, and never after: a call in
+ *   flight when rtvm_destroy starts (a host thread growing a memory with -Xlog:os=debug, say)
+ *   finishes before rtvm_destroy returns, so the host may free the hook's context then.
+ *   Memories outlive their VM but log nothing through its hook once it is destroyed (their
+ *   lines go to whatever logging a later VM configured, or nowhere). The hook must not call
+ *   back into rtvm: every call from inside it fails with RTVM_EINVAL (it would wait for locks
+ *   the printing thread holds), and what rtvm would log from there is dropped.
+ *
+ * Signals (SIGSEGV and SIGBUS; none at all with -Xrs)
+ *   rtvm's handler reports guard-zone hits of VM threads and passes every other fault to the
+ *   handler that was installed before it, delivered as the kernel would have delivered it:
+ *     - the signature its SA_SIGINFO asks for, with the kernel's siginfo and ucontext;
+ *     - the mask: the interrupted code's mask plus its sa_mask plus the signal itself (unless
+ *       SA_NODEFER), restored when it returns; SA_RESETHAND makes it SIG_DFL after one call;
+ *     - the stack: a handler installed with SA_ONSTACK runs on the alternate signal stack; one
+ *       installed without it runs on the interrupted code's own stack, below its stack pointer
+ *       and red zone (x86-64), as the kernel would have run it — not on rtvm's 16 KiB signal
+ *       stack, so a handler that needs a large frame works on a VM thread as on a host thread;
+ *     - SIG_DFL ends the process with the signal, SIG_IGN ignores a sent signal (a hardware
+ *       fault cannot be ignored); a handler may recover with siglongjmp.
+ *   Order does not matter and a new VM may be created any number of times: a host handler
+ *   installed after a VM (chaining to what it found, as Wasmtime's does) stays on top when the
+ *   VM is destroyed, rtvm's handler staying below it; a later VM keeps that order instead of
+ *   saving the host's handler as its own "previous" (the two would call each other); a host
+ *   that removes its handler by putting back the rtvm handler it saw gets rtvm's handler,
+ *   still chaining to the handler before it. Handlers a host installs on top of rtvm's are
+ *   the host's to chain: rtvm's reports only faults that reach it.
+ *
+ * fork()
+ *   In a child created by fork() after rtvm_create, the VM belongs to the parent: its
+ *   threads (workers, VM threads) do not exist in the child. Calls that would start, join or
+ *   wait for threads, or tear the VM down — rtvm_destroy, rtvm_thread_start,
+ *   rtvm_thread_join, rtvm_heap_expand, rtvm_memory_reserve, rtvm_release_pretouch,
+ *   rtvm_attach_current_thread, rtvm_detach_current_thread, rtvm_current_stack_bounds,
+ *   rtvm_nmt_summary — return RTVM_EFORK at once and change nothing (an atexit hook or a pre-fork server that calls rtvm_destroy in the child
+ *   gets RTVM_EFORK, not a hang). The child's copy of the heap (rtvm_heap_allocate, the TLAB,
+ *   rtvm_heap_get_stats, rtvm_heap_resident, rtvm_with_nursery) and its memories
+ *   (rtvm_memory_*, pretouched by the calling thread) keep working. As POSIX says, exec or
+ *   _exit soon.
  */
 #ifndef RTVM_H
 #define RTVM_H
@@ -59,6 +103,7 @@ extern "C" {
                                (or stdout/stderr) and no VM was created */
 #define RTVM_EAGAIN    (-8) /* a system limit: threads, processes or mappings */
 #define RTVM_ESHUTDOWN (-9) /* the VM is being destroyed: no new threads */
+#define RTVM_EFORK    (-10) /* called in a child of fork(): the VM belongs to the parent */
 
 /* Streams passed to the output hook. */
 #define RTVM_STDOUT 1
@@ -75,9 +120,10 @@ typedef struct rtvm_memory rtvm_memory;
  * flag listings, the NMT report, warnings, -Xlog output for stdout/stderr, -Xlog:help,
  * -version — with the stream it would have gone to. `text` is NUL-terminated, `len` bytes
  * long (without the NUL), valid only during the call. It may be called from any thread,
- * concurrently, from rtvm_create until rtvm_destroy returns. It must not call back into
- * rtvm. (The one exception: a stack-overflow report is written to fd 2 from a signal
- * handler, where no hook can run.) */
+ * concurrently, from rtvm_create until rtvm_destroy returns, never after (see "The output
+ * hook" above). It must not call back into rtvm: such calls fail with RTVM_EINVAL. (The one
+ * exception to the hook: a stack-overflow report is written to fd 2 from a signal handler,
+ * where no hook can run.) */
 typedef void (*rtvm_output_fn)(void *context, int stream, const char *text, size_t len);
 
 /* Creation arguments, in the spirit of JavaVMInitArgs. Set version first, then call
@@ -104,8 +150,11 @@ typedef struct rtvm_heap_stats {
  * The stack grows down from base; limit is the lowest usable address; [guard_start,
  * guard_end) is the protected zone below it (empty for the process's first thread);
  * soft_limit is the address to compare the stack pointer with before going deeper: below it,
- * throw your own stack-overflow error — the space between it and the guard (the shadow zone,
- * -XX:StackShadowPages, and the guard zone's size) is left for native calls. */
+ * throw your own stack-overflow error — the space between it and the guard is left for native
+ * calls. It is HotSpot's stack overflow limit: the guard and shadow zones (-XX:StackShadowPages)
+ * above the stack's end, so for a VM thread the shadow zone above limit (the guard zone, part of
+ * -Xss, lies below it: -Xss136k leaves HotSpot's 40K above the soft limit), for an attached
+ * thread both zones above limit. */
 typedef struct rtvm_stack_bounds {
     uintptr_t base;
     uintptr_t limit;
@@ -152,7 +201,7 @@ int rtvm_get_default_init_args(rtvm_init_args *args);
 /* Creates the VM. On success stores it in *vm_out and returns RTVM_OK; on failure returns a
  * negative code (RTVM_EEXITED for options that print and stop), leaves *vm_out untouched
  * and nothing behind (no thread, no mapping, no signal handler). The options are copied.
- * One call at a time per process. */
+ * Concurrent calls are serialized (see Thread-safety): RTVM_EEXIST only while a VM exists. */
 int rtvm_create(const rtvm_init_args *args, rtvm_vm **vm_out);
 
 /* Destroys the VM, as DestroyJavaVM: waits for a background pretouch and for the VM's own
@@ -162,7 +211,9 @@ int rtvm_create(const rtvm_init_args *args, rtvm_vm **vm_out);
  * not wait for attached threads. Returns RTVM_OK, or RTVM_ERR if a thread or the background
  * pretouch had failed (the VM is destroyed regardless). Called on one of the VM's own threads
  * it refuses with RTVM_ERR and changes nothing; an attached thread may call it. NULL is a
- * no-op. Unjoined rtvm_thread handles stay valid: rtvm_thread_join then only frees them. */
+ * no-op. Unjoined rtvm_thread handles stay valid: rtvm_thread_join then only frees them.
+ * When it returns no output hook call is in flight and none comes. In a child of fork():
+ * RTVM_EFORK, nothing done. */
 int rtvm_destroy(rtvm_vm *vm);
 
 /* The message of the last failed call on this thread ("" if none). Valid until the next
@@ -212,6 +263,25 @@ int rtvm_heap_get_stats(rtvm_vm *vm, rtvm_heap_stats *out);
  * heap: a system call that walks every page — not for a hot path). Any thread. */
 int rtvm_heap_resident(rtvm_vm *vm, size_t *out);
 
+/* The nursery (-Xmn, -XX:NewSize): the first NewSize bytes of the committed heap, an arena
+ * whose allocations all end together. rtvm_heap_allocate and the TLAB never hand it out;
+ * rtvm_with_nursery opens a scope — fn(ctx, nursery) runs, allocates with
+ * rtvm_nursery_allocate, and when it returns every nursery allocation is over and the nursery
+ * is empty for the next scope. One scope at a time per VM (others wait); not nested on one
+ * thread (RTVM_EINVAL); fn must return normally (no longjmp out of it). RTVM_EINVAL without
+ * a nursery. Any thread. */
+typedef struct rtvm_nursery rtvm_nursery;
+int rtvm_with_nursery(rtvm_vm *vm, void (*fn)(void *ctx, rtvm_nursery *nursery), void *ctx);
+
+/* Allocates `bytes` (rounded up to 8) in the nursery, zero-filled at the first scope (later
+ * scopes reuse the memory as the previous one left it); NULL when the nursery is full
+ * (rtvm_last_error says how full). Only during the rtvm_with_nursery call that lent it; from
+ * any thread during that call. */
+void *rtvm_nursery_allocate(rtvm_nursery *nursery, size_t bytes);
+
+/* Stores the nursery's bytes used in this scope and its size (NewSize) where not NULL. */
+int rtvm_nursery_get_usage(rtvm_nursery *nursery, size_t *used, size_t *capacity);
+
 /* Releases the background pretouch that -XX:+HoldBackgroundPreTouch held at start-up, so
  * the heap is pretouched from now on. Returns RTVM_OK, or RTVM_EINVAL if it was not held
  * (the flag not given, or released already). A shutdown releases it too. Any thread. */
@@ -223,7 +293,8 @@ int rtvm_release_pretouch(rtvm_vm *vm);
  * -XX:+UseTransparentHugePages (THP mode madvise) the reservation is aligned to the huge page
  * size and advised for huge pages; with -XX:+AlwaysPreTouch the committed part is pretouched
  * by the worker gang (-XX:+BackgroundPreTouch: in the background, so the call returns at once
- * and the memory is usable meanwhile). NMT counts it under `category` (summary, virtual
+ * and the memory is usable meanwhile — the work waits in the gang's queue if the gang is busy,
+ * held or pretouching another memory; it never runs on the calling thread). NMT counts it under `category` (summary, virtual
  * memory map and details). -Xlog:os reports each reservation and growth. Stores the handle
  * in *memory_out. Errors: RTVM_EINVAL (NULL arguments, zero capacity, initial beyond the
  * capacity, sizes that overflow), RTVM_ENOMEM (no address space or memory: reserve, commit
@@ -286,7 +357,8 @@ int rtvm_detach_current_thread(rtvm_vm *vm);
  * NULL or too small (nothing written to buf).
  * The size-query idiom works: a call with no buffer (or too small a one) keeps the report it
  * measured, and the same thread's next call with a buffer of at least *needed bytes receives
- * exactly that report — even if the process's memory changed in between:
+ * exactly that report — even if the process's memory changed in between (a report kept for
+ * one VM is never given for another, even one created at the same address):
  *     size_t n; rtvm_nmt_summary(vm, NULL, 0, &n); char *b = malloc(n);
  *     rtvm_nmt_summary(vm, b, n, NULL);
  * Any thread. */

@@ -36,6 +36,9 @@ pub enum ErrorCode {
     Again,
     /// (-9) The VM is shutting down: no new threads.
     ShuttingDown,
+    /// (-10) Called in a child of `fork()`: the VM belongs to the parent (its threads do not
+    /// exist in the child).
+    Forked,
 }
 
 impl ErrorCode {
@@ -51,6 +54,7 @@ impl ErrorCode {
             ErrorCode::Exited => -7,
             ErrorCode::Again => -8,
             ErrorCode::ShuttingDown => -9,
+            ErrorCode::Forked => -10,
         }
     }
 
@@ -66,6 +70,7 @@ impl ErrorCode {
             -7 => ErrorCode::Exited,
             -8 => ErrorCode::Again,
             -9 => ErrorCode::ShuttingDown,
+            -10 => ErrorCode::Forked,
             _ => return None,
         })
     }
@@ -102,6 +107,7 @@ impl From<&ThreadError> for ErrorCode {
                 _ => ErrorCode::Err,
             },
             ThreadError::ShuttingDown { .. } => ErrorCode::ShuttingDown,
+            ThreadError::Forked { .. } => ErrorCode::Forked,
             ThreadError::NotAttached { started: None } => ErrorCode::Detached,
             ThreadError::NotAttached { started: Some(_) } => ErrorCode::Inval,
             _ => ErrorCode::Err,
@@ -224,6 +230,10 @@ pub enum ShutdownError {
         /// The calling thread's name.
         thread: String,
     },
+    /// Called in a child of `fork()`: the VM belongs to the parent, whose threads do not
+    /// exist in the child; nothing was done (exec or exit).
+    #[error("rtvm: the VM cannot be destroyed in a child process after fork(): it belongs to the parent process; exec or exit instead")]
+    Forked,
     /// The VM was shut down, but some of its threads or its background pretouch had
     /// failed; everything was released regardless.
     #[error("{}", messages.join("; "))]

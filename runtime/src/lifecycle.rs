@@ -7,7 +7,74 @@
 //! A [`Lifecycle`] lives inside the thread registry, **under the registry's lock**: whether a
 //! thread may start and whether the destroy still waits for it are then one decision — a
 //! thread registered before the VM entered [`VmState::ShuttingDown`] is waited for, a later
-//! start is refused. Nothing here locks or waits; the registry does, around these rules.
+//! start is refused. Nothing in [`Lifecycle`] locks or waits; the registry does, around these
+//! rules.
+//!
+//! Before all of it, a create takes the process's one VM slot ([`Singleton`]): free, a
+//! create under way (others wait for its outcome), or taken by a VM until it is destroyed.
+
+use std::sync::{Condvar, Mutex};
+
+/// The one-VM-per-process slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Slot {
+    Free,
+    /// A create is under way on this thread (`std::thread::ThreadId` is not const: the
+    /// kernel tid stands for it).
+    Creating(i32),
+    /// A VM exists.
+    Taken,
+}
+
+static SLOT: Mutex<Slot> = Mutex::new(Slot::Free);
+static SLOT_CHANGED: Condvar = Condvar::new();
+
+fn lock_slot() -> std::sync::MutexGuard<'static, Slot> {
+    SLOT.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Holds the one-VM-per-process slot. A create that finds another create under way waits
+/// for its outcome — the slot is free again if that one fails (a bad option, a heap that
+/// cannot be reserved), so racing creates end with a VM whenever one of them could make it —
+/// and gets `EEXIST` only when a VM exists.
+#[derive(Debug)]
+pub(crate) struct Singleton;
+
+impl Singleton {
+    /// The slot, or `Err(())` if a VM exists (or this thread's own create is under way).
+    pub(crate) fn acquire() -> Result<Singleton, ()> {
+        let me = rtvm_os_linux::system::current_tid();
+        let mut slot = lock_slot();
+        loop {
+            match *slot {
+                Slot::Free => {
+                    *slot = Slot::Creating(me);
+                    return Ok(Singleton);
+                }
+                // A create called from within this thread's own create (an output hook):
+                // waiting would be for ourselves.
+                Slot::Creating(t) if t == me => return Err(()),
+                Slot::Creating(_) => {
+                    slot = SLOT_CHANGED.wait(slot).unwrap_or_else(|p| p.into_inner());
+                }
+                Slot::Taken => return Err(()),
+            }
+        }
+    }
+
+    /// The create succeeded: the slot is taken until this value is dropped.
+    pub(crate) fn taken(&self) {
+        *lock_slot() = Slot::Taken;
+        SLOT_CHANGED.notify_all();
+    }
+}
+
+impl Drop for Singleton {
+    fn drop(&mut self) {
+        *lock_slot() = Slot::Free;
+        SLOT_CHANGED.notify_all();
+    }
+}
 
 /// The VM's lifecycle phase.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]

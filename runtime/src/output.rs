@@ -18,6 +18,34 @@ pub use rtvm_flags::Stream;
 
 type Hook = dyn Fn(Stream, &str) + Send + Sync + 'static;
 
+thread_local! {
+    /// This thread is inside an embedder's output hook (plain data: no destructor).
+    static IN_HOOK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the calling thread is inside an embedder's output hook right now: the C API
+/// refuses calls from there (`rtvm.h`: the hook must not call back into rtvm), which would
+/// otherwise wait for locks the printing thread holds.
+pub(crate) fn in_output_hook() -> bool {
+    IN_HOOK.try_with(std::cell::Cell::get).unwrap_or(false)
+}
+
+/// Marks this thread as inside the hook until dropped (a panicking hook included).
+struct InHook(bool);
+
+impl InHook {
+    fn enter() -> InHook {
+        InHook(IN_HOOK.try_with(|h| h.replace(true)).unwrap_or(false))
+    }
+}
+
+impl Drop for InHook {
+    fn drop(&mut self) {
+        let was = self.0;
+        let _ = IN_HOOK.try_with(|h| h.set(was));
+    }
+}
+
 /// A destination for the VM's output. Cheap to clone.
 #[derive(Clone)]
 pub struct Output(Option<Arc<Hook>>);
@@ -43,7 +71,10 @@ impl Output {
     /// own output drops it.
     pub fn write(&self, stream: Stream, text: &str) {
         match &self.0 {
-            Some(hook) => hook(stream, text),
+            Some(hook) => {
+                let _inside = InHook::enter();
+                hook(stream, text)
+            }
             None => {
                 let _ = match stream {
                     Stream::Stdout => {

@@ -22,7 +22,7 @@
 //! thread that waits for the dropping thread to finish.
 
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -34,7 +34,7 @@ use crate::args::{parse_options, InitArgs};
 use crate::ergonomics::{self, Machine};
 use crate::error::{CreateError, ErrorCode, ShutdownError};
 use crate::heap::{Heap, HeapBlock, HeapError, HeapStats, Tlab};
-use crate::lifecycle::VmState;
+use crate::lifecycle::{Singleton, VmState};
 use crate::memory::{MemoryError, MemoryRegistry, MemoryRequest, VmMemory};
 use crate::nmt::{NmtSummary, StackDetail, Usage};
 use crate::output::{Output, OutputWriter, Stream};
@@ -47,32 +47,7 @@ use crate::threads::{
 use crate::workers::WorkerGang;
 use crate::xlog::{self, LogHandle};
 
-static VM_EXISTS: AtomicBool = AtomicBool::new(false);
 static NEXT_VM_ID: AtomicU64 = AtomicU64::new(1);
-
-/// Holds the one-VM-per-process slot.
-#[derive(Debug)]
-struct Singleton;
-
-impl Singleton {
-    fn acquire() -> Result<Singleton, CreateError> {
-        VM_EXISTS
-            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
-            .map(|_| Singleton)
-            .map_err(|_| {
-                CreateError::args(
-                    ErrorCode::Exists,
-                    "A virtual machine already exists in this process.\n",
-                )
-            })
-    }
-}
-
-impl Drop for Singleton {
-    fn drop(&mut self) {
-        VM_EXISTS.store(false, Ordering::Release);
-    }
-}
 
 /// What the VM changed about the process, given back in this order when dropped: signal
 /// handlers, then the logger, then the slot.
@@ -80,7 +55,7 @@ impl Drop for Singleton {
 struct ProcessState {
     _signals: Option<SignalHandlers>,
     log: LogHandle,
-    _singleton: Singleton,
+    singleton: Singleton,
 }
 
 /// The version text `-version` prints (to stderr).
@@ -110,6 +85,8 @@ pub(crate) struct VmInner {
     process: Mutex<Option<ProcessState>>,
     /// Memory embedders mapped through the VM, for NMT.
     memories: MemoryRegistry,
+    /// The process generation at creation (`fork()` changes it in the child).
+    generation: u64,
 }
 
 /// The VM, owned: [`Vm::create`] makes it, [`Vm::shutdown`] (or dropping it) tears it
@@ -179,7 +156,12 @@ impl Vm {
     /// output and come back as [`ErrorCode::Exited`].
     pub fn create(args: InitArgs) -> Result<Vm, CreateError> {
         let start = Instant::now();
-        let singleton = Singleton::acquire()?;
+        let singleton = Singleton::acquire().map_err(|()| {
+            CreateError::args(
+                ErrorCode::Exists,
+                "A virtual machine already exists in this process.\n",
+            )
+        })?;
         let output = args.output.clone();
         let (parsed, log_config) = parse_options(&args, &output, start)?;
         match parsed.stop {
@@ -232,7 +214,7 @@ impl Vm {
         let process = ProcessState {
             _signals: signals,
             log,
-            _singleton: singleton,
+            singleton,
         };
         if flags.get(flag::PrintNMTStatistics) && flags.get(flag::NativeMemoryTracking) == "off" {
             output.write(
@@ -267,6 +249,7 @@ impl Vm {
                     output,
                     process: Mutex::new(Some(process)),
                     memories: MemoryRegistry::default(),
+                    generation: rtvm_os_linux::system::process_generation(),
                 }),
             },
         };
@@ -285,12 +268,7 @@ impl Vm {
             });
         }
         log::info!(target: "startuptime", "VM created in {:.3} ms", start.elapsed().as_secs_f64() * 1e3);
-        if let Some(p) = inner
-            .process
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-        {
+        if let Some(p) = inner.lock_process().as_ref() {
             xlog::log_configuration(p.log.description());
         }
         if parsed.show_version || parsed.stop == Some(StopReason::Version) {
@@ -301,6 +279,9 @@ impl Vm {
                 Ok(()) => Err(CreateError::exit()),
                 Err(e) => Err(CreateError::init(ErrorCode::Err, format!("{e}\n"))),
             };
+        }
+        if let Some(p) = vm.inner.lock_process().as_ref() {
+            p.singleton.taken();
         }
         Ok(vm)
     }
@@ -325,6 +306,19 @@ impl Vm {
 }
 
 impl VmHandle {
+    /// Whether this is the process that created the VM: `false` in a child of `fork()`,
+    /// where the VM's threads do not exist and it cannot be used or torn down (only its heap
+    /// and memories, copies of the parent's, can be).
+    pub fn in_creator_process(&self) -> bool {
+        self.inner.in_creator_process()
+    }
+
+    /// The VM's id, unique in the process for its whole life (a later VM never gets it,
+    /// even at the same address).
+    pub(crate) fn id(&self) -> u64 {
+        self.inner.registry.vm_id()
+    }
+
     /// The lifecycle phase.
     pub fn state(&self) -> VmState {
         self.inner.registry.state()
@@ -454,7 +448,7 @@ impl VmHandle {
         &self,
         name: &str,
     ) -> Result<Arc<ThreadInfo>, ThreadError> {
-        let offset = self.inner.policy.stacks.soft_limit_offset();
+        let offset = self.inner.policy.stacks.attached_soft_limit_offset();
         self.inner.registry.attach_current(name, offset)
     }
 
@@ -482,6 +476,16 @@ impl VmHandle {
 }
 
 impl VmInner {
+    fn lock_process(&self) -> std::sync::MutexGuard<'_, Option<ProcessState>> {
+        self.process.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether this is the process that created the VM (not a child of `fork()`, in which the
+    /// VM's threads do not exist).
+    fn in_creator_process(&self) -> bool {
+        self.generation == rtvm_os_linux::system::process_generation()
+    }
+
     fn native_memory_summary(&self) -> Option<NmtSummary> {
         let mode = self.flags.get(flag::NativeMemoryTracking);
         if mode == "off" {
@@ -515,6 +519,9 @@ impl VmInner {
     }
 
     fn shutdown(&self) -> Result<(), ShutdownError> {
+        if !self.in_creator_process() {
+            return Err(ShutdownError::Forked);
+        }
         if let Some(thread) = self.registry.current_started_thread_name() {
             return Err(ShutdownError::OnVmThread { thread });
         }
@@ -541,12 +548,8 @@ impl VmInner {
             }
         }
         errors.extend(self.gang.stop());
-        drop(
-            self.process
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .take(),
-        );
+        let process = self.lock_process().take();
+        drop(process);
         self.registry.set_destroyed();
         if errors.is_empty() {
             Ok(())
@@ -558,6 +561,13 @@ impl VmInner {
 
 impl Drop for Vm {
     fn drop(&mut self) {
+        if !self.inner.in_creator_process() {
+            // A child of fork(): the VM's threads (workers, the async logger) do not exist
+            // here, so nothing of it can be torn down — joining them would wait forever. It
+            // stays as the child's copy of the parent's memory, until exec or exit.
+            std::mem::forget(Arc::clone(&self.inner));
+            return;
+        }
         if self.inner.registry.state() == VmState::Destroyed {
             return;
         }

@@ -98,6 +98,9 @@ pub struct WorkerGang {
     capacity: usize,
     registry: Arc<Registry>,
     policy: StackPolicy,
+    /// The process generation the workers run in: in a child of `fork()` they do not exist,
+    /// and the gang behaves as a stopped one (tasks run on the caller; nothing is joined).
+    generation: u64,
 }
 
 impl std::fmt::Debug for WorkerGang {
@@ -169,6 +172,7 @@ impl WorkerGang {
             capacity,
             registry: Arc::clone(registry),
             policy: policy.clone(),
+            generation: rtvm_os_linux::system::process_generation(),
         };
         if capacity > 0 {
             let first = gang.spawn_worker(0)?;
@@ -195,6 +199,9 @@ impl WorkerGang {
     /// are. A worker that cannot be started is logged (by the thread layer) and the gang goes
     /// on with fewer.
     fn grow_to(&self, wanted: usize) -> usize {
+        if !self.in_creator_process() {
+            return 0;
+        }
         let mut workers = self.lock_workers();
         let wanted = wanted.min(self.capacity);
         while workers.len() < wanted && !self.shared.lock().shutdown {
@@ -213,10 +220,16 @@ impl WorkerGang {
         self.workers.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// How many workers the gang may have (`ParallelGCThreads`; 0 once it is stopped: tasks
-    /// then run on the caller). Workers start when a task first needs them.
+    /// Whether the workers live in this process (not in a child of `fork()`).
+    fn in_creator_process(&self) -> bool {
+        self.generation == rtvm_os_linux::system::process_generation()
+    }
+
+    /// How many workers the gang may have (`ParallelGCThreads`; 0 once it is stopped, and in
+    /// a child of `fork()`: tasks then run on the caller). Workers start when a task first
+    /// needs them.
     pub fn size(&self) -> usize {
-        if self.shared.lock().shutdown {
+        if self.shared.lock().shutdown || !self.in_creator_process() {
             0
         } else {
             self.capacity
@@ -293,6 +306,11 @@ impl WorkerGang {
     /// Stops the workers (tasks already queued are finished first) and joins them; returns
     /// the panics of worker threads, if any. Later tasks run on the caller.
     pub(crate) fn stop(&self) -> Vec<String> {
+        if !self.in_creator_process() {
+            // The workers are the parent's: forget them, joining would wait forever.
+            std::mem::forget(std::mem::take(&mut *self.lock_workers()));
+            return Vec::new();
+        }
         {
             let mut s = self.shared.lock();
             s.shutdown = true;

@@ -10,7 +10,12 @@
 //!   allocation, attach and stack bounds, the soft limit, the NMT idiom, threads, the
 //!   pretouch hold, embedder memory);
 //! * `tests/c/dlopen_test.c`: 100 rounds of dlopen/create/destroy/dlclose with a host
-//!   SIGSEGV handler.
+//!   SIGSEGV handler;
+//! * `tests/c/host_safety_test.c`, one process per mode: host signal handlers across VM
+//!   generations (two fixed sequences, and 300 random orders over up to 5 generations), the
+//!   stack, mask and flags of chained delivery, the output hook against a destroy, NMT
+//!   snapshots per VM, background reservations behind a busy gang, the nursery, `fork()`,
+//!   racing creates, a hook that calls back, `-Xss136k`'s soft limit.
 //!
 //! Without `cc`, `pkg-config` or `sh` (or `valgrind`, for the memory check) a test is
 //! reported ignored with the missing tool named; with `RTVM_CI` set (CI machines have them)
@@ -42,6 +47,17 @@ rtvm_testkit::tests!(
     c_pretouch_hold_and_release,
     c_embedder_memory_reserve_grow_nmt_release,
     c_dlopen_dlclose_100_times_with_a_host_signal_handler,
+    host_handlers_survive_vm_generations,
+    host_handler_chains_in_random_orders_over_5_generations,
+    chained_delivery_has_the_kernels_stack_mask_and_flags,
+    the_output_hook_is_never_called_after_destroy,
+    nmt_snapshots_belong_to_their_vm,
+    background_reservations_never_pretouch_on_the_caller,
+    the_nursery_from_c,
+    a_forked_child_gets_efork_instead_of_a_hang,
+    racing_creates_end_with_one_vm,
+    a_hook_calling_back_gets_einval_not_a_deadlock,
+    the_smallest_stack_keeps_hotspots_40k,
 );
 
 fn root() -> PathBuf {
@@ -291,4 +307,71 @@ fn c_dlopen_dlclose_100_times_with_a_host_signal_handler() -> Outcome {
     );
     println!("{out}");
     Ok(())
+}
+
+fn host_safety_binary() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        compile(
+            &root().join("tests/c/host_safety_test.c"),
+            "host_safety_test",
+            Link::Shared,
+            &["-O0", "-fno-stack-clash-protection", "-pthread"],
+        )
+    })
+}
+
+fn host_safety(mode: &str) -> Outcome {
+    c_toolchain()?;
+    let (code, out, err) = run(host_safety_binary(), &[mode]);
+    println!("{out}");
+    assert!(
+        code == 0 && out.contains(&format!("PASS {mode}")),
+        "host_safety_test {mode}: exit {code}\nstdout:\n{out}\nstderr:\n{err}"
+    );
+    Ok(())
+}
+
+fn host_handlers_survive_vm_generations() -> Outcome {
+    host_safety("chain-generations")
+}
+
+fn host_handler_chains_in_random_orders_over_5_generations() -> Outcome {
+    host_safety("chain-property")
+}
+
+fn chained_delivery_has_the_kernels_stack_mask_and_flags() -> Outcome {
+    host_safety("chain-stack")
+}
+
+fn the_output_hook_is_never_called_after_destroy() -> Outcome {
+    host_safety("hook-after-destroy")
+}
+
+fn nmt_snapshots_belong_to_their_vm() -> Outcome {
+    host_safety("nmt-snapshot")
+}
+
+fn background_reservations_never_pretouch_on_the_caller() -> Outcome {
+    host_safety("background-reserve")
+}
+
+fn the_nursery_from_c() -> Outcome {
+    host_safety("nursery")
+}
+
+fn a_forked_child_gets_efork_instead_of_a_hang() -> Outcome {
+    host_safety("fork")
+}
+
+fn racing_creates_end_with_one_vm() -> Outcome {
+    host_safety("create-race")
+}
+
+fn a_hook_calling_back_gets_einval_not_a_deadlock() -> Outcome {
+    host_safety("hook-reentry")
+}
+
+fn the_smallest_stack_keeps_hotspots_40k() -> Outcome {
+    host_safety("soft-limit-136k")
 }

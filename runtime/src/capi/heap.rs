@@ -57,7 +57,7 @@ pub unsafe extern "C" fn rtvm_tlab_init(
     tlab: *mut RtvmTlab,
     buffer_size: usize,
 ) -> c_int {
-    guard(|| {
+    guard("rtvm_tlab_init", || {
         if vm.is_null() || tlab.is_null() {
             return fail(EINVAL, "rtvm_tlab_init: vm and tlab must not be NULL");
         }
@@ -122,11 +122,14 @@ pub unsafe extern "C" fn rtvm_heap_expand(
     bytes: usize,
     committed_out: *mut usize,
 ) -> c_int {
-    guard(|| {
+    guard("rtvm_heap_expand", || {
         // SAFETY: forwarded to the caller.
         let Some(vm) = (unsafe { vm_ref(vm) }) else {
             return fail(EINVAL, "rtvm_heap_expand: vm is NULL");
         };
+        if let Err(code) = super::refuse_forked(vm, "rtvm_heap_expand") {
+            return code;
+        }
         match vm.expand_heap(bytes) {
             Ok(committed) => {
                 if !committed_out.is_null() {
@@ -146,7 +149,7 @@ pub unsafe extern "C" fn rtvm_heap_expand(
 /// `vm` must be a live VM from `rtvm_create`; `out` writable.
 #[no_mangle]
 pub unsafe extern "C" fn rtvm_heap_get_stats(vm: *mut Vm, out: *mut RtvmHeapStats) -> c_int {
-    guard(|| {
+    guard("rtvm_heap_get_stats", || {
         // SAFETY: forwarded to the caller.
         let Some(vm) = (unsafe { vm_ref(vm) }) else {
             return fail(EINVAL, "rtvm_heap_get_stats: vm is NULL");
@@ -173,7 +176,7 @@ pub unsafe extern "C" fn rtvm_heap_get_stats(vm: *mut Vm, out: *mut RtvmHeapStat
 /// `vm` must be a live VM from `rtvm_create`; `out` writable.
 #[no_mangle]
 pub unsafe extern "C" fn rtvm_heap_resident(vm: *mut Vm, out: *mut usize) -> c_int {
-    guard(|| {
+    guard("rtvm_heap_resident", || {
         // SAFETY: forwarded to the caller.
         let Some(vm) = (unsafe { vm_ref(vm) }) else {
             return fail(EINVAL, "rtvm_heap_resident: vm is NULL");
@@ -193,11 +196,14 @@ pub unsafe extern "C" fn rtvm_heap_resident(vm: *mut Vm, out: *mut usize) -> c_i
 /// `vm` must be a live VM from `rtvm_create`.
 #[no_mangle]
 pub unsafe extern "C" fn rtvm_release_pretouch(vm: *mut Vm) -> c_int {
-    guard(|| {
+    guard("rtvm_release_pretouch", || {
         // SAFETY: forwarded to the caller.
         let Some(vm) = (unsafe { vm_ref(vm) }) else {
             return fail(EINVAL, "rtvm_release_pretouch: vm is NULL");
         };
+        if let Err(code) = super::refuse_forked(vm, "rtvm_release_pretouch") {
+            return code;
+        }
         if vm.release_pretouch() {
             OK
         } else {
@@ -207,4 +213,121 @@ pub unsafe extern "C" fn rtvm_release_pretouch(vm: *mut Vm) -> c_int {
             )
         }
     })
+}
+
+/// `rtvm_nursery`: the nursery during one `rtvm_with_nursery` call (a `&Nursery` behind an
+/// opaque pointer, valid only during the callback).
+#[derive(Debug)]
+pub struct RtvmNursery {
+    _opaque: [u8; 0],
+}
+
+thread_local! {
+    /// This thread is inside an `rtvm_with_nursery` callback (a nested scope would wait for
+    /// itself).
+    static IN_NURSERY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// See `rtvm_with_nursery` in rtvm.h.
+///
+/// # Safety
+/// `vm` must be a live VM from `rtvm_create`; `f` a function that may be called with `ctx`
+/// and a nursery pointer valid during the call only.
+#[no_mangle]
+pub unsafe extern "C" fn rtvm_with_nursery(
+    vm: *mut Vm,
+    f: Option<unsafe extern "C" fn(*mut c_void, *mut RtvmNursery)>,
+    ctx: *mut c_void,
+) -> c_int {
+    guard("rtvm_with_nursery", || {
+        // SAFETY: forwarded to the caller.
+        let Some(vm) = (unsafe { vm_ref(vm) }) else {
+            return fail(EINVAL, "rtvm_with_nursery: vm is NULL");
+        };
+        let Some(f) = f else {
+            return fail(EINVAL, "rtvm_with_nursery: fn is NULL");
+        };
+        if vm.heap_stats().nursery == 0 {
+            return fail(
+                EINVAL,
+                "rtvm_with_nursery: the heap has no nursery (it needs -Xmn or -XX:NewSize)",
+            );
+        }
+        if IN_NURSERY.with(|n| n.replace(true)) {
+            return fail(
+                EINVAL,
+                "rtvm_with_nursery: called from inside a nursery scope of this thread",
+            );
+        }
+        vm.heap().with_nursery(|n| {
+            let p = (n as *const crate::Nursery<'_>)
+                .cast_mut()
+                .cast::<RtvmNursery>();
+            // SAFETY: the embedder's function, called as rtvm.h specifies: the nursery pointer
+            // is valid for the call (the scope lasts until it returns).
+            unsafe { f(ctx, p) }
+        });
+        IN_NURSERY.with(|n| n.set(false));
+        OK
+    })
+}
+
+/// The nursery behind an `rtvm_nursery` pointer.
+///
+/// # Safety
+/// `n` must be NULL or the pointer an `rtvm_with_nursery` callback received, during the call.
+unsafe fn nursery<'a>(n: *mut RtvmNursery) -> Option<&'a crate::Nursery<'a>> {
+    // SAFETY: forwarded to the caller: it points to the Nursery rtvm_with_nursery lent.
+    unsafe { n.cast::<crate::Nursery<'a>>().as_ref() }
+}
+
+/// See `rtvm_nursery_allocate` in rtvm.h.
+///
+/// # Safety
+/// `n` must be the nursery an `rtvm_with_nursery` callback received, during the call.
+#[no_mangle]
+pub unsafe extern "C" fn rtvm_nursery_allocate(n: *mut RtvmNursery, bytes: usize) -> *mut c_void {
+    // SAFETY: forwarded to the caller.
+    let Some(n) = (unsafe { nursery(n) }) else {
+        set_error("rtvm_nursery_allocate: nursery is NULL");
+        return std::ptr::null_mut();
+    };
+    match n.allocate(bytes) {
+        Some(b) => b.as_ptr().cast(),
+        None => {
+            set_error(&format!(
+                "rtvm_nursery_allocate: {bytes} bytes do not fit the nursery ({} bytes used of {})",
+                n.used(),
+                n.capacity()
+            ));
+            std::ptr::null_mut()
+        }
+    }
+}
+
+/// See `rtvm_nursery_get_usage` in rtvm.h.
+///
+/// # Safety
+/// `n` must be the nursery an `rtvm_with_nursery` callback received, during the call; `used`
+/// and `capacity` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn rtvm_nursery_get_usage(
+    n: *mut RtvmNursery,
+    used: *mut usize,
+    capacity: *mut usize,
+) -> c_int {
+    // SAFETY: forwarded to the caller.
+    let Some(n) = (unsafe { nursery(n) }) else {
+        return fail(EINVAL, "rtvm_nursery_get_usage: nursery is NULL");
+    };
+    // SAFETY: each checked non-NULL; the caller guarantees they are writable.
+    unsafe {
+        if !used.is_null() {
+            *used = n.used();
+        }
+        if !capacity.is_null() {
+            *capacity = n.capacity();
+        }
+    }
+    OK
 }

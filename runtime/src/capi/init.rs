@@ -83,7 +83,7 @@ pub extern "C" fn rtvm_get_version() -> c_int {
 /// `args` must be NULL or valid for reads and writes of an `rtvm_init_args`.
 #[no_mangle]
 pub unsafe extern "C" fn rtvm_get_default_init_args(args: *mut RtvmInitArgs) -> c_int {
-    guard(|| {
+    guard("rtvm_get_default_init_args", || {
         if args.is_null() {
             return fail(EINVAL, "rtvm_get_default_init_args: args is NULL");
         }
@@ -115,7 +115,7 @@ pub unsafe extern "C" fn rtvm_get_default_init_args(args: *mut RtvmInitArgs) -> 
 /// NUL-terminated strings; `vm_out` must be valid for a write.
 #[no_mangle]
 pub unsafe extern "C" fn rtvm_create(args: *const RtvmInitArgs, vm_out: *mut *mut Vm) -> c_int {
-    guard(|| {
+    guard("rtvm_create", || {
         if args.is_null() || vm_out.is_null() {
             return fail(EINVAL, "rtvm_create: args and vm_out must not be NULL");
         }
@@ -176,7 +176,7 @@ pub unsafe extern "C" fn rtvm_create(args: *const RtvmInitArgs, vm_out: *mut *mu
 /// after the call.
 #[no_mangle]
 pub unsafe extern "C" fn rtvm_destroy(vm: *mut Vm) -> c_int {
-    guard(|| {
+    guard("rtvm_destroy", || {
         if vm.is_null() {
             return OK;
         }
@@ -184,6 +184,10 @@ pub unsafe extern "C" fn rtvm_destroy(vm: *mut Vm) -> c_int {
         // made until the shutdown is complete, so VM threads that still use the pointer
         // (rtvm_thread_start during the destroy) are fine.
         let shared = unsafe { &*vm };
+        // A child of fork(): nothing of the VM can be torn down here; it is left as it is.
+        if let Err(code) = super::refuse_forked(shared, "rtvm_destroy") {
+            return code;
+        }
         match shared.shutdown() {
             Ok(()) => {}
             Err(e @ crate::ShutdownError::OnVmThread { .. }) => return fail(ERR, &e.to_string()),

@@ -42,11 +42,14 @@ pub unsafe extern "C" fn rtvm_memory_reserve(
     initial: usize,
     memory_out: *mut *mut RtvmMemory,
 ) -> c_int {
-    guard(|| {
+    guard("rtvm_memory_reserve", || {
         // SAFETY: forwarded to the caller.
         let Some(vm) = (unsafe { vm_ref(vm) }) else {
             return fail(EINVAL, "rtvm_memory_reserve: vm is NULL");
         };
+        if let Err(code) = super::refuse_forked(vm, "rtvm_memory_reserve") {
+            return code;
+        }
         if category.is_null() || memory_out.is_null() {
             return fail(
                 EINVAL,
@@ -76,7 +79,7 @@ pub unsafe extern "C" fn rtvm_memory_reserve(
 /// `memory` must be a handle from `rtvm_memory_reserve` not released yet.
 #[no_mangle]
 pub unsafe extern "C" fn rtvm_memory_grow(memory: *mut RtvmMemory, new_size: usize) -> c_int {
-    guard(|| {
+    guard("rtvm_memory_grow", || {
         // SAFETY: the caller passes a live handle.
         let Some(m) = (unsafe { memory.as_ref() }) else {
             return fail(EINVAL, "rtvm_memory_grow: memory is NULL");
@@ -97,7 +100,7 @@ pub unsafe extern "C" fn rtvm_memory_get_info(
     memory: *mut RtvmMemory,
     out: *mut RtvmMemoryInfo,
 ) -> c_int {
-    guard(|| {
+    guard("rtvm_memory_get_info", || {
         // SAFETY: the caller passes a live handle.
         let Some(m) = (unsafe { memory.as_ref() }) else {
             return fail(EINVAL, "rtvm_memory_get_info: memory is NULL");
@@ -127,7 +130,7 @@ pub unsafe extern "C" fn rtvm_memory_get_info(
 /// no other call on it running.
 #[no_mangle]
 pub unsafe extern "C" fn rtvm_memory_release(memory: *mut RtvmMemory) -> c_int {
-    guard(|| {
+    guard("rtvm_memory_release", || {
         if memory.is_null() {
             return OK;
         }

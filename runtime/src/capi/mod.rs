@@ -37,6 +37,20 @@ const EDETACHED: c_int = ErrorCode::Detached.code();
 const EVERSION: c_int = ErrorCode::Version.code();
 const ENOMEM: c_int = ErrorCode::NoMem.code();
 const EINVAL: c_int = ErrorCode::Inval.code();
+const EFORK: c_int = ErrorCode::Forked.code();
+
+/// `RTVM_EFORK` (with its message) in a child of `fork()`, where the VM belongs to the parent
+/// and its threads do not exist: calls that would wait for them, start or join threads, or
+/// tear the VM down refuse at once instead of hanging.
+fn refuse_forked(vm: &Vm, what: &str) -> Result<(), c_int> {
+    if vm.in_creator_process() {
+        return Ok(());
+    }
+    Err(fail(
+        EFORK,
+        &format!("{what}: called in a child process after fork(): the VM belongs to the parent process (its threads do not exist here); only exec or _exit are safe"),
+    ))
+}
 
 /// The C code of an error, from the crate's one mapping.
 fn code_of<'e, E>(e: &'e E) -> c_int
@@ -56,6 +70,7 @@ enum LastError {
         bytes: usize,
         used: usize,
         committed: usize,
+        nursery: usize,
     },
 }
 
@@ -84,12 +99,24 @@ pub(super) fn heap_full(what: &'static str, vm: &Vm, bytes: usize) {
             bytes,
             used: s.used,
             committed: s.committed,
+            nursery: s.nursery,
         })
     });
 }
 
-/// Runs `f`, turning a panic into `RTVM_ERR`.
-pub(super) fn guard(f: impl FnOnce() -> c_int) -> c_int {
+/// Runs `f`, turning a panic into `RTVM_ERR`; refuses calls from inside the output hook with
+/// `RTVM_EINVAL`.
+pub(super) fn guard(what: &str, f: impl FnOnce() -> c_int) -> c_int {
+    if crate::output::in_output_hook() {
+        // The hook runs while the printing thread holds rtvm's locks: a call from there
+        // would wait for them forever.
+        return fail(
+            EINVAL,
+            &format!(
+                "{what}: called from the output hook, which must not call back into rtvm (rtvm.h)"
+            ),
+        );
+    }
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(code) => code,
         Err(p) => fail(
@@ -132,9 +159,14 @@ pub extern "C" fn rtvm_last_error() -> *const c_char {
                 bytes,
                 used,
                 committed,
+                nursery,
             }) = *e
             {
-                let text = format!("{what}: {bytes} bytes do not fit the committed heap ({used} bytes used of {committed} committed); grow it with rtvm_heap_expand");
+                let text = if nursery == 0 {
+                    format!("{what}: {bytes} bytes do not fit the committed heap ({used} bytes used of {committed} committed); grow it with rtvm_heap_expand")
+                } else {
+                    format!("{what}: {bytes} bytes do not fit the committed heap ({used} bytes used of {committed} committed, of which {nursery} bytes are the nursery, -Xmn, allocated with rtvm_with_nursery only); grow it with rtvm_heap_expand")
+                };
                 *e = Some(LastError::Text(CString::new(text).unwrap_or_default()));
             }
             match &*e {

@@ -4,7 +4,7 @@ use std::ffi::{c_char, c_int, c_void};
 
 use rtvm_os_linux::ForeignCall;
 
-use super::{c_text, code_of, fail, guard, vm_ref, EDETACHED, EINVAL, ERR, OK};
+use super::{c_text, code_of, fail, guard, vm_ref, EDETACHED, EINVAL, OK};
 use crate::threads::Body;
 use crate::{StackBounds, Vm, VmThread};
 
@@ -48,11 +48,14 @@ pub unsafe extern "C" fn rtvm_thread_start(
     arg: *mut c_void,
     thread_out: *mut *mut RtvmThread,
 ) -> c_int {
-    guard(|| {
+    guard("rtvm_thread_start", || {
         // SAFETY: forwarded to the caller.
         let Some(vm) = (unsafe { vm_ref(vm) }) else {
             return fail(EINVAL, "rtvm_thread_start: vm is NULL");
         };
+        if let Err(code) = super::refuse_forked(vm, "rtvm_thread_start") {
+            return code;
+        }
         let Some(f) = f else {
             return fail(EINVAL, "rtvm_thread_start: fn is NULL");
         };
@@ -84,7 +87,7 @@ pub unsafe extern "C" fn rtvm_thread_start(
 /// `thread` must be a handle from `rtvm_thread_start`, joined at most once.
 #[no_mangle]
 pub unsafe extern "C" fn rtvm_thread_join(thread: *mut RtvmThread) -> c_int {
-    guard(|| {
+    guard("rtvm_thread_join", || {
         if thread.is_null() {
             return fail(EINVAL, "rtvm_thread_join: thread is NULL");
         }
@@ -92,7 +95,7 @@ pub unsafe extern "C" fn rtvm_thread_join(thread: *mut RtvmThread) -> c_int {
         let t = unsafe { Box::from_raw(thread) };
         match t.0.join() {
             Ok(()) => OK,
-            Err(e) => fail(ERR, &e.to_string()),
+            Err(e) => fail(code_of(&e), &e.to_string()),
         }
     })
 }
@@ -106,7 +109,7 @@ pub unsafe extern "C" fn rtvm_thread_stack_bounds(
     thread: *const RtvmThread,
     out: *mut RtvmStackBounds,
 ) -> c_int {
-    guard(|| {
+    guard("rtvm_thread_stack_bounds", || {
         // SAFETY: the caller passes a live handle.
         let Some(t) = (unsafe { thread.as_ref() }) else {
             return fail(EINVAL, "rtvm_thread_stack_bounds: thread is NULL");
@@ -129,11 +132,14 @@ pub unsafe extern "C" fn rtvm_current_stack_bounds(
     vm: *mut Vm,
     out: *mut RtvmStackBounds,
 ) -> c_int {
-    guard(|| {
+    guard("rtvm_current_stack_bounds", || {
         // SAFETY: forwarded to the caller.
         let Some(vm) = (unsafe { vm_ref(vm) }) else {
             return fail(EINVAL, "rtvm_current_stack_bounds: vm is NULL");
         };
+        if let Err(code) = super::refuse_forked(vm, "rtvm_current_stack_bounds") {
+            return code;
+        }
         if out.is_null() {
             return fail(EINVAL, "rtvm_current_stack_bounds: out is NULL");
         }
@@ -157,11 +163,14 @@ pub unsafe extern "C" fn rtvm_current_stack_bounds(
 /// `vm` must be a live VM from `rtvm_create`; `name` NULL or a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn rtvm_attach_current_thread(vm: *mut Vm, name: *const c_char) -> c_int {
-    guard(|| {
+    guard("rtvm_attach_current_thread", || {
         // SAFETY: forwarded to the caller.
         let Some(vm) = (unsafe { vm_ref(vm) }) else {
             return fail(EINVAL, "rtvm_attach_current_thread: vm is NULL");
         };
+        if let Err(code) = super::refuse_forked(vm, "rtvm_attach_current_thread") {
+            return code;
+        }
         // As JNI's AttachCurrentThread: a thread already known is a success.
         if vm.current_thread().is_some() {
             return OK;
@@ -185,11 +194,14 @@ pub unsafe extern "C" fn rtvm_attach_current_thread(vm: *mut Vm, name: *const c_
 /// `vm` must be a live VM from `rtvm_create`.
 #[no_mangle]
 pub unsafe extern "C" fn rtvm_detach_current_thread(vm: *mut Vm) -> c_int {
-    guard(|| {
+    guard("rtvm_detach_current_thread", || {
         // SAFETY: forwarded to the caller.
         let Some(vm) = (unsafe { vm_ref(vm) }) else {
             return fail(EINVAL, "rtvm_detach_current_thread: vm is NULL");
         };
+        if let Err(code) = super::refuse_forked(vm, "rtvm_detach_current_thread") {
+            return code;
+        }
         match vm.detach_current() {
             Ok(()) => OK,
             Err(e) => fail(code_of(&e), &format!("rtvm_detach_current_thread: {e}")),

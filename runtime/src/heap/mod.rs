@@ -96,6 +96,9 @@ pub struct HeapStats {
     pub committed: usize,
     /// Bytes handed out by the allocator (nursery excluded).
     pub used: usize,
+    /// The nursery (`-Xmn`/`NewSize`) at the committed heap's low end, allocated through
+    /// [`Heap::with_nursery`] only (0 without one).
+    pub nursery: usize,
 }
 
 /// A block of heap memory handed to the embedder.
@@ -437,6 +440,7 @@ impl Heap {
             reserved: self.reservation.len(),
             committed: self.space.end(),
             used: self.space.top().saturating_sub(self.policy.nursery),
+            nursery: self.policy.nursery,
         }
     }
 

@@ -156,9 +156,11 @@ pub struct StackBounds {
     /// The guard zone `[start, end)` (empty if the stack has none rtvm knows of).
     pub guard: (usize, usize),
     /// The address to compare the stack pointer with before growing the stack: below it an
-    /// interpreter should throw its own stack-overflow error. The guard zone plus the shadow
-    /// zone (`StackShadowPages`) above the lowest usable address, so native code called from
-    /// that point still has room.
+    /// interpreter should throw its own stack-overflow error. HotSpot's stack overflow limit:
+    /// the guard zone plus the shadow zone (`StackShadowPages`) above the stack's end — for a
+    /// stack rtvm mapped, the shadow zone above the lowest usable address (the guard zone
+    /// lies below it); for an attached thread, both zones above it — so native code called
+    /// from that point still has room.
     pub soft_limit: usize,
 }
 
@@ -365,6 +367,12 @@ pub enum ThreadError {
         /// The thread's name.
         name: String,
     },
+    /// Called in a child of `fork()`: the VM belongs to the parent process.
+    #[error("Failed to start or attach thread \"{name}\" - called in a child process after fork(): the VM belongs to the parent process")]
+    Forked {
+        /// The thread's name.
+        name: String,
+    },
     /// An unmitigated thread could not place its guard zone; its body did not run.
     #[error("thread \"{name}\": {message}")]
     Guard {
@@ -454,6 +462,12 @@ impl VmThread {
 /// Joins a registered thread (starting it first if held): waits for it to finish, joins the
 /// OS thread, unmaps its stack, forgets it.
 pub(crate) fn join_info(registry: &Registry, info: &ThreadInfo) -> Result<(), ThreadError> {
+    if registry.forked() {
+        // The thread is the parent's: it never ends here.
+        return Err(ThreadError::Forked {
+            name: info.name.clone(),
+        });
+    }
     {
         let mut hs = info.lock();
         if !hs.go {

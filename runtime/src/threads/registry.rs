@@ -22,6 +22,8 @@ pub(crate) struct Registry {
     inner: Mutex<RegistryState>,
     cv: Condvar,
     next_id: AtomicU64,
+    /// The process generation at creation: a child of `fork()` registers no thread.
+    generation: u64,
 }
 
 impl Registry {
@@ -34,7 +36,13 @@ impl Registry {
             }),
             cv: Condvar::new(),
             next_id: AtomicU64::new(0),
+            generation: rtvm_os_linux::system::process_generation(),
         }
+    }
+
+    /// The VM's process-unique id (never reused, unlike its address).
+    pub(crate) fn vm_id(&self) -> u64 {
+        self.vm_id
     }
 
     fn lock(&self) -> MutexGuard<'_, RegistryState> {
@@ -61,7 +69,17 @@ impl Registry {
         self.lock().lifecycle.state()
     }
 
+    /// Whether this is a child of `fork()`, where the registered threads do not exist.
+    pub(crate) fn forked(&self) -> bool {
+        self.generation != rtvm_os_linux::system::process_generation()
+    }
+
     pub(super) fn register(&self, info: &Arc<ThreadInfo>) -> Result<(), ThreadError> {
+        if self.forked() {
+            return Err(ThreadError::Forked {
+                name: info.name.clone(),
+            });
+        }
         let mut s = self.lock();
         if !s.lifecycle.may_start() {
             return Err(ThreadError::ShuttingDown {

@@ -89,9 +89,17 @@ impl StackPolicy {
         }
     }
 
-    /// How far a thread's soft limit lies above the lowest usable address of its stack: the
-    /// guard zone plus the shadow zone.
+    /// How far the soft limit of a stack rtvm mapped lies above its lowest usable address:
+    /// the shadow zone. The guard zone lies below that address already and is part of the
+    /// stack size, so the soft limit sits where HotSpot's does — guard plus shadow zone above
+    /// the stack's end — and a stack of HotSpot's minimum (`-Xss136k`) keeps its 40K above it.
     pub(crate) fn soft_limit_offset(&self) -> usize {
+        self.shadow_zone
+    }
+
+    /// The same for a thread the host created and attached: its stack (glibc's) has no rtvm
+    /// guard zone below it, so the zones HotSpot would place at its low end count inside it.
+    pub(crate) fn attached_soft_limit_offset(&self) -> usize {
         self.zones.total() + self.shadow_zone
     }
 }

@@ -5,6 +5,13 @@
 //! The logger belongs to the embedder as much as to rtvm: rtvm installs its dispatcher only if
 //! no logger is installed yet, changes the global `log` level only if it did, and gives the
 //! level back when the VM is destroyed.
+//!
+//! **The hook's lifetime.** A record is dispatched under the configuration's read lock, and
+//! the VM's destroy takes the write lock to remove the configuration: a log call in flight —
+//! from any thread, an embedder's memory growing on a host thread included — finishes writing
+//! to the VM's output hook before the destroy returns, and none starts after it. A log call
+//! made while this thread is already dispatching one (an output hook that calls back into
+//! rtvm) is dropped: it would otherwise wait for a lock its own thread holds.
 
 use std::collections::VecDeque;
 use std::io::{self, Write};
@@ -149,6 +156,29 @@ static DISPATCHER: Dispatcher = Dispatcher {
 };
 static INSTALLED: OnceLock<bool> = OnceLock::new();
 
+thread_local! {
+    /// This thread is dispatching a record (plain data: set and read on any thread, at any
+    /// time, without allocating).
+    static DISPATCHING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Marks this thread as dispatching until dropped (a panic in a writer included).
+struct Dispatching;
+
+impl Dispatching {
+    /// `None` if this thread dispatches already (a nested call).
+    fn enter() -> Option<Dispatching> {
+        let nested = DISPATCHING.try_with(|d| d.replace(true)).unwrap_or(true);
+        (!nested).then_some(Dispatching)
+    }
+}
+
+impl Drop for Dispatching {
+    fn drop(&mut self) {
+        let _ = DISPATCHING.try_with(|d| d.set(false));
+    }
+}
+
 impl Dispatcher {
     fn live(&self) -> Option<Arc<Live>> {
         self.config
@@ -171,7 +201,12 @@ impl Log for Dispatcher {
         let Some(i) = tag_set_index(record.target()) else {
             return;
         };
-        let Some(live) = self.live() else { return };
+        let Some(_dispatching) = Dispatching::enter() else {
+            return;
+        };
+        // Held while the outputs write: the destroy waits for this call (module docs).
+        let config = self.config.read().unwrap_or_else(|p| p.into_inner());
+        let Some(live) = config.as_ref() else { return };
         for o in &live.outputs {
             if record.level() <= o.levels[i] {
                 o.logger.log(record);
