@@ -103,11 +103,13 @@ impl fmt::Display for Origin {
             Source::Management => Some("management"),
             Source::Internal => Some("internal"),
         };
+        // As HotSpot 17 prints it: an ergonomic change replaces the origin, except that a flag
+        // set on the command line keeps saying so (its ORIG_COMMAND_LINE bit).
         match (source, self.ergonomic) {
             (None, false) => f.write_str("default"),
-            (None, true) => f.write_str("ergonomic"),
             (Some(s), false) => f.write_str(s),
-            (Some(s), true) => write!(f, "{s}, ergonomic"),
+            (Some("command line"), true) => f.write_str("command line, ergonomic"),
+            (_, true) => f.write_str("ergonomic"),
         }
     }
 }
@@ -137,6 +139,15 @@ mod tests {
             .to_string(),
             "command line, ergonomic"
         );
+        // java 17: -XX:InitialHeapSize from JAVA_TOOL_OPTIONS or a settings file, then
+        // aligned by the collector, prints {ergonomic}.
+        for source in [Source::Environment, Source::ConfigFile] {
+            let o = Origin {
+                source,
+                ergonomic: true,
+            };
+            assert_eq!(o.to_string(), "ergonomic");
+        }
         assert_eq!(Origin::from(Source::Environment).to_string(), "environment");
         assert_eq!(Origin::from(Source::ConfigFile).to_string(), "config file");
     }

@@ -369,24 +369,17 @@ impl Parser<'_> {
         if self.settings.get(flag::PrintVMOptions) {
             (self.sink)(Stream::Stdout, &format!("VM option '{arg}'\n"));
         }
-        if source != Source::ConfigFile
-            && matches!(
-                arg,
-                "+PrintVMOptions"
-                    | "-PrintVMOptions"
-                    | "+IgnoreUnrecognizedVMOptions"
-                    | "-IgnoreUnrecognizedVMOptions"
-            )
-        {
+        if source != Source::ConfigFile && matches!(arg, "+PrintVMOptions" | "-PrintVMOptions") {
             return Ok(()); // the pre-scan applied these
         }
         if arg.starts_with("Flags=") || arg.starts_with("VMOptionsFile=") {
             return Ok(()); // handled before everything else
         }
+        // `IgnoreUnrecognizedVMOptions` is applied here like any flag (its value and origin
+        // are recorded where it stands); whether unrecognized options are ignored was decided
+        // by the pre-scan of the command line and the environment alone — a settings file
+        // that sets it still has its own unrecognized options refused, as in HotSpot.
         if self.apply_xx(arg, source)? {
-            if source == Source::ConfigFile && arg.ends_with("IgnoreUnrecognizedVMOptions") {
-                self.ignore_unrecognized = self.settings.get(flag::IgnoreUnrecognizedVMOptions);
-            }
             return Ok(());
         }
         self.not_applied(arg)
@@ -856,8 +849,19 @@ mod tests {
             "-XX:+AlwaysPreTouch",
         ]);
         assert!(s.get(flag::AlwaysPreTouch));
-        // Order does not matter: the pre-scan sees it.
+        // Recorded as any flag is (java: true {command line}).
+        assert!(s.get(flag::IgnoreUnrecognizedVMOptions));
+        assert_eq!(
+            s.origin(flag::IgnoreUnrecognizedVMOptions).source,
+            Source::CommandLine
+        );
+        // Order does not matter: the pre-scan sees it; the last one wins.
         ok(&["-XX:+Foo", "-XX:+IgnoreUnrecognizedVMOptions"]);
+        err(&[
+            "-XX:+IgnoreUnrecognizedVMOptions",
+            "-XX:-IgnoreUnrecognizedVMOptions",
+            "-XX:+Foo",
+        ]);
         // Locked flags and bad values still fail.
         err(&[
             "-XX:+IgnoreUnrecognizedVMOptions",

@@ -255,7 +255,15 @@ pub fn parse_double(text: &str) -> Option<f64> {
             .bytes()
             .all(|b| b.is_ascii_digit() || b"eE+-".contains(&b));
     if fraction_form {
-        return text.parse::<f64>().ok().filter(|d| d.is_finite());
+        // strtod's ERANGE, which HotSpot refuses: an overflow, and an underflow — a result
+        // below the smallest normal double (4.9e-324), or zero from digits that are not.
+        let nonzero_digits = text
+            .split(['e', 'E'])
+            .next()
+            .is_some_and(|m| m.bytes().any(|b| (b'1'..=b'9').contains(&b)));
+        return text.parse::<f64>().ok().filter(|d| {
+            d.is_finite() && !(d.abs() < f64::MIN_POSITIVE && (*d != 0.0 || nonzero_digits))
+        });
     }
     parse_unsigned(text).map(|v| v as f64)
 }
@@ -373,6 +381,14 @@ mod tests {
         assert_eq!(parse_double("-1.5"), Some(-1.5));
         assert_eq!(parse_double("0x10"), Some(16.0));
         assert_eq!(parse_double("1k"), Some(1024.0));
+        // strtod's underflow is refused, as java refuses it; the smallest normal double is not.
+        assert_eq!(parse_double("4.9e-324"), None);
+        assert_eq!(parse_double("1.0e-400"), None);
+        assert_eq!(parse_double("0.0e-400"), Some(0.0));
+        assert_eq!(
+            parse_double("2.2250738585072014e-308"),
+            Some(f64::MIN_POSITIVE)
+        );
         for improper in ["1e3", ".5", "5.", "-1", "1.5x"] {
             assert_eq!(parse_double(improper), None, "{improper}");
         }
