@@ -5,7 +5,7 @@ use rtvm_flags::value::{G, M};
 use rtvm_flags::{flag, Origin, Settings, Source};
 
 use super::{ergo_error, init_error, Machine};
-use crate::error::CreateError;
+use crate::error::{CreateError, ErrorCode};
 
 /// HotSpot's `OldSize` default (4M scaled for 64-bit words): with `NewSize`, the smallest
 /// heap it sizes for.
@@ -14,6 +14,10 @@ const OLD_SIZE: u64 = 5_452_592;
 /// The largest heap compressed oops address (32G less the null page padded to G1's largest
 /// region): HotSpot caps an ergonomic maximum there unless the user sized by percentage.
 const MAX_COMPRESSED_OOPS_HEAP: u64 = 32 * G - 32 * M;
+
+/// HotSpot 17's conservative maximum heap alignment on Linux x86-64, which bounds the heap
+/// sizes' constraint (the sizes must stay alignable).
+const MAX_HEAP_ALIGNMENT: u64 = 64 * M;
 
 fn to_size(v: u64) -> usize {
     usize::try_from(v).unwrap_or(usize::MAX)
@@ -104,6 +108,23 @@ pub(super) fn check_and_align(
     heap_page: usize,
     base_page: usize,
 ) -> Result<(usize, usize, usize), CreateError> {
+    // HotSpot's constraint on the three sizes: at most the largest size its most
+    // conservative heap alignment (64M on Linux x86-64) can align, one line per violation,
+    // reported as an argument error (java -XX:MaxHeapSize=18446744073642442753).
+    let aligned_max = !(MAX_HEAP_ALIGNMENT - 1);
+    let mut violations = String::new();
+    for f in [flag::MinHeapSize, flag::InitialHeapSize, flag::MaxHeapSize] {
+        let v = s.get(f) as u64;
+        if v > aligned_max {
+            violations.push_str(&format!(
+                "{} ({v}) must be less than or equal to aligned maximum value ({aligned_max})\n",
+                f.info().name
+            ));
+        }
+    }
+    if !violations.is_empty() {
+        return Err(CreateError::args(ErrorCode::Inval, violations));
+    }
     if is_cmdline(s.origin(flag::MaxHeapSize)) {
         if is_cmdline(s.origin(flag::InitialHeapSize))
             && s.get(flag::InitialHeapSize) > s.get(flag::MaxHeapSize)

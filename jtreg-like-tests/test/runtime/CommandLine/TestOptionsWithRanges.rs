@@ -90,7 +90,8 @@ pub fn main(_vm: &Vm, _args: &[String]) -> TestResult {
                 // 2^53 K stack): the VM says so cleanly, as java does.
                 let clean = out.stdout.contains("Error occurred during initialization of VM")
                     || out.stdout.contains("specified is too small. Specify at least")
-                    || out.stderr.contains("Invalid maximum heap size");
+                    || out.stderr.contains("Invalid maximum heap size")
+                    || out.stderr.contains("must be less than or equal to aligned maximum value");
                 check(clean, || format!("{}={v}: exit {} without a clean message: {out:?}", f.name, out.exit))?;
             }
             valid += 1;
