@@ -166,3 +166,107 @@ impl Drop for MemoryCgroup {
         }
     }
 }
+
+/// A simulated cgroup world for side-by-side tests: fixture files that a command — the test
+/// VM or `java`, the same way — sees as `/proc/cgroups`, `/proc/self/cgroup`,
+/// `/proc/self/mountinfo` and `/sys/fs/cgroup`, in a private mount namespace of its own
+/// (`unshare -m`: bind mounts over the process's own proc files and a tmpfs on
+/// `/sys/fs/cgroup`, gone with the process). Nothing of the machine changes. Needs root and
+/// `unshare`; [`FakeCgroups::available`] says why not.
+#[derive(Debug)]
+pub struct FakeCgroups {
+    dir: PathBuf,
+}
+
+/// The script run in the namespace: `<fixture dir> <program> <args...>`. It binds the
+/// fixture's files over the proc files of its own pid — which `exec` hands to the program.
+const FAKE_WORLD: &str = r#"set -e
+F=$1; shift
+mount --bind "$F/cgroups" /proc/cgroups
+mount --bind "$F/cgroup" /proc/$$/cgroup
+mount --bind "$F/mountinfo" /proc/$$/mountinfo
+mount -t tmpfs rtvm-fixture /sys/fs/cgroup
+cp -a "$F/sys/." /sys/fs/cgroup/
+exec "$@"
+"#;
+
+impl FakeCgroups {
+    /// Whether fixture worlds can be made here (root and `unshare`), or why not.
+    pub fn available() -> Result<(), String> {
+        // The effective uid: the second field of Status's Uid line.
+        let euid = std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("Uid:"))
+                    .and_then(|u| u.split_whitespace().nth(1)?.parse::<u32>().ok())
+            });
+        if euid != Some(0) {
+            return Err("simulating cgroup hierarchies needs root (bind mounts in a private mount namespace)".into());
+        }
+        let probe = Command::new("unshare")
+            .args(["-m", "--propagation", "private", "true"])
+            .output()
+            .map_err(|e| format!("unshare cannot run: {e}"))?;
+        if !probe.status.success() {
+            return Err(format!(
+                "unshare -m fails here: {}",
+                String::from_utf8_lossy(&probe.stderr).trim()
+            ));
+        }
+        Ok(())
+    }
+
+    /// A fixture world: `proc` files (`cgroups`, `cgroup`, `mountinfo`, as bytes) and files
+    /// under `/sys/fs/cgroup` (`sys`, paths relative to it).
+    pub fn new(
+        cgroups: &str,
+        cgroup: &str,
+        mountinfo: &[u8],
+        sys: &[(&str, &[u8])],
+    ) -> std::io::Result<FakeCgroups> {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "rtvm-fake-cgroups-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("sys"))?;
+        std::fs::write(dir.join("cgroups"), cgroups)?;
+        std::fs::write(dir.join("cgroup"), cgroup)?;
+        std::fs::write(dir.join("mountinfo"), mountinfo)?;
+        for (path, bytes) in sys {
+            let p = dir.join("sys").join(path);
+            if let Some(parent) = p.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
+            std::fs::write(p, bytes)?;
+        }
+        Ok(FakeCgroups { dir })
+    }
+
+    /// `program args...` in the fixture world.
+    pub fn command(&self, program: &str, args: &[&str]) -> Command {
+        let mut c = Command::new("unshare");
+        c.args([
+            "-m",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            FAKE_WORLD,
+            "sh",
+        ])
+        .arg(&self.dir)
+        .arg(program)
+        .args(args);
+        c
+    }
+}
+
+impl Drop for FakeCgroups {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

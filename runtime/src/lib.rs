@@ -37,7 +37,7 @@
 //!
 //! | where | what |
 //! | --- | --- |
-//! | `src/vm.rs` | [`Vm`], [`VmHandle`]: the create and shutdown sequence, the owner of everything |
+//! | `src/vm/` | [`Vm`], [`VmHandle`]: the owner of everything; `create.rs` the start-up sequence, `teardown.rs` the shutdown |
 //! | `src/lifecycle.rs` | the VM's states ([`VmState`]) and transition rules |
 //! | `src/args.rs` | [`InitArgs`], `RTVM_OPTIONS`, option parsing with `-Xlog` applied in order |
 //! | `src/ergonomics/` | the decisions, as ordered steps: machine, large pages, heap sizes, nursery, stacks; `-Xlog:pagesize` and `gc+init` |

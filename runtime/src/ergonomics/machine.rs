@@ -27,16 +27,27 @@ pub(crate) struct Machine {
     pub alt_stack_size: usize,
     /// Whether a huge page of a size can be mapped now (HotSpot's large page sanity check).
     pub hugetlb_usable: fn(usize) -> bool,
+    /// `-XX:ActiveProcessorCount`, if set: the processor count, without a look at the CPU
+    /// affinity or a container's quota (HotSpot reads no CPU file then).
+    pub active_processor_count: Option<usize>,
 }
 
 impl Machine {
     /// Looks at the host and, with container support on, at the process's cgroups; says what
     /// it found under `os+container` and `os`, as HotSpot does.
-    pub fn detect(container_support: bool) -> Machine {
+    pub fn detect(container_support: bool, active_processor_count: i64) -> Machine {
         let host_memory = system::physical_memory().unwrap_or(1 << 30);
         let host_processors = system::affinity_processors();
+        let active_processor_count = usize::try_from(active_processor_count)
+            .ok()
+            .filter(|&n| n > 0);
         let container = if container_support {
-            let c = container::detect(&SysRoots::default(), host_memory, host_processors);
+            let host = container::Host {
+                memory: host_memory,
+                processors: host_processors,
+                active_processor_count,
+            };
+            let c = container::detect(&SysRoots::default(), host);
             for (level, text) in &c.notes {
                 log::log!(target: "os+container", *level, "{text}");
             }
@@ -56,15 +67,11 @@ impl Machine {
             min_usable_stack: minimum_usable_stack(),
             alt_stack_size: recommended_alt_stack_size(),
             hugetlb_usable: HugetlbInfo::sanity_check,
+            active_processor_count,
         };
         match machine.container.as_ref().and_then(|c| c.memory_limit) {
             Some(limit) => log::trace!(target: "os", "total container memory: {limit}"),
-            None => {
-                if machine.container.is_some() {
-                    log::debug!(target: "os+container", "container memory limit unlimited: -1, using host value {host_memory}");
-                }
-                log::trace!(target: "os", "total system memory: {host_memory}");
-            }
+            None => log::trace!(target: "os", "total system memory: {host_memory}"),
         }
         machine
     }
@@ -77,11 +84,14 @@ impl Machine {
             .unwrap_or(self.host_memory)
     }
 
-    /// The processors to size thread pools for: the affinity mask, under a container's quota.
+    /// The processors to size thread pools for (HotSpot's `os::active_processor_count`):
+    /// `ActiveProcessorCount` if set, else the affinity mask under a container's quota.
     pub fn processors(&self) -> usize {
-        self.container
-            .as_ref()
-            .map_or(self.host_processors, |c| c.processors)
+        self.active_processor_count.unwrap_or_else(|| {
+            self.container
+                .as_ref()
+                .map_or(self.host_processors, |c| c.processors)
+        })
     }
 }
 
@@ -100,6 +110,7 @@ impl Machine {
             min_usable_stack: 16 * 1024,
             alt_stack_size: 16 * 1024,
             hugetlb_usable: |_| false,
+            active_processor_count: None,
         }
     }
 }

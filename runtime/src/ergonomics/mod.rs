@@ -62,6 +62,7 @@ fn processors(s: &mut Settings, machine: &Machine) -> Result<usize, CreateError>
         n if n > 0 => n as usize,
         _ => machine.processors(),
     };
+    debug_assert!(machine.active_processor_count.is_none_or(|n| n == cpus));
     if s.is_default(flag::ParallelGCThreads) {
         let n = if cpus <= 8 {
             cpus

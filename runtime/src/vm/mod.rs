@@ -21,72 +21,59 @@
 //! the VM runs on. A `Vm` dropped on one of its own threads hands the teardown to a reaper
 //! thread that waits for the dropping thread to finish.
 
+mod create;
+mod teardown;
+
+pub use create::version_text;
+
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use rtvm_flags::{flag, Flags, Phase, PrintWhich, Settings, StopReason};
+use rtvm_flags::{flag, Flags};
 use rtvm_os_linux::pages::PageInfo;
-use rtvm_os_linux::signals::{self, SignalHandlers};
+use rtvm_os_linux::signals::SignalHandlers;
 
-use crate::args::{parse_options, InitArgs};
-use crate::ergonomics::{self, Machine};
-use crate::error::{CreateError, ErrorCode, ShutdownError};
+use crate::args::InitArgs;
+use crate::error::{CreateError, ShutdownError};
 use crate::heap::{Heap, HeapBlock, HeapError, HeapStats, Tlab};
 use crate::lifecycle::{Singleton, VmState};
 use crate::memory::{MemoryError, MemoryRegistry, MemoryRequest, VmMemory};
 use crate::nmt::{NmtSummary, StackDetail, Usage};
-use crate::output::{Output, OutputWriter, Stream};
+use crate::output::Output;
 use crate::policy::Policy;
 use crate::pretouch::PretouchReport;
 use crate::threads::{
-    self, AttachedThread, Registry, StackBounds, StackConfig, ThreadBuilder, ThreadError,
-    ThreadInfo, VmThread,
+    AttachedThread, Registry, StackBounds, StackConfig, ThreadBuilder, ThreadError, ThreadInfo,
+    VmThread,
 };
 use crate::workers::WorkerGang;
-use crate::xlog::{self, LogHandle};
-
-static NEXT_VM_ID: AtomicU64 = AtomicU64::new(1);
+use crate::xlog::LogHandle;
 
 /// What the VM changed about the process, given back in this order when dropped: signal
 /// handlers, then the logger, then the slot.
 #[derive(Debug)]
-struct ProcessState {
-    _signals: Option<SignalHandlers>,
-    log: LogHandle,
-    singleton: Singleton,
-}
-
-/// The version text `-version` prints (to stderr).
-pub fn version_text() -> String {
-    let v = env!("CARGO_PKG_VERSION");
-    let profile = if cfg!(debug_assertions) {
-        "debug"
-    } else {
-        "release"
-    };
-    format!(
-        "rtvm version \"{v}\"\nrtvm Runtime Environment (build {v}, {profile})\nrtvm 64-Bit VM (build {v}, {profile}, {}-linux)\n",
-        std::env::consts::ARCH
-    )
+pub(super) struct ProcessState {
+    pub(super) _signals: Option<SignalHandlers>,
+    pub(super) log: LogHandle,
+    pub(super) singleton: Singleton,
 }
 
 /// Everything a VM owns. Field order is drop order: the workers stop before the heap goes.
 pub(crate) struct VmInner {
-    gang: Arc<WorkerGang>,
-    heap: Arc<Heap>,
-    registry: Arc<Registry>,
-    flags: Flags,
-    policy: Policy,
-    pages: PageInfo,
-    start: Instant,
-    output: Output,
-    process: Mutex<Option<ProcessState>>,
+    pub(super) gang: Arc<WorkerGang>,
+    pub(super) heap: Arc<Heap>,
+    pub(super) registry: Arc<Registry>,
+    pub(super) flags: Flags,
+    pub(super) policy: Policy,
+    pub(super) pages: PageInfo,
+    pub(super) start: Instant,
+    pub(super) output: Output,
+    pub(super) process: Mutex<Option<ProcessState>>,
     /// Memory embedders mapped through the VM, for NMT.
-    memories: MemoryRegistry,
+    pub(super) memories: MemoryRegistry,
     /// The process generation at creation (`fork()` changes it in the child).
-    generation: u64,
+    pub(super) generation: u64,
 }
 
 /// The VM, owned: [`Vm::create`] makes it, [`Vm::shutdown`] (or dropping it) tears it
@@ -97,7 +84,7 @@ pub(crate) struct VmInner {
 /// [`shutdown`](Vm::shutdown) refuses to run on one of the threads the VM started. Threads the
 /// host created join the VM with [`attach_current_thread`](VmHandle::attach_current_thread).
 pub struct Vm {
-    handle: VmHandle,
+    pub(super) handle: VmHandle,
 }
 
 // The thread-safety the documentation promises, checked.
@@ -114,7 +101,7 @@ const _: () = {
 /// while a handle holds it).
 #[derive(Clone)]
 pub struct VmHandle {
-    inner: Arc<VmInner>,
+    pub(super) inner: Arc<VmInner>,
 }
 
 impl fmt::Debug for VmHandle {
@@ -140,150 +127,13 @@ impl std::ops::Deref for Vm {
     }
 }
 
-/// Prints one of the flag listings on stdout.
-fn print_listing(output: &Output, print: impl FnOnce(&mut OutputWriter<'_>)) {
-    let mut w = OutputWriter {
-        output,
-        stream: Stream::Stdout,
-    };
-    print(&mut w);
-}
-
 impl Vm {
     /// Creates the VM: the `JNI_CreateJavaVM` of rtvm. Never exits the process; every
     /// failure comes back as a [`CreateError`] and leaves nothing behind. Options that ask to
     /// print and stop (`-version`, `-Xlog:help`, `-XX:+PrintFlagsInitial`) print to the
     /// output and come back as [`ErrorCode::Exited`].
     pub fn create(args: InitArgs) -> Result<Vm, CreateError> {
-        let start = Instant::now();
-        let singleton = Singleton::acquire().map_err(|()| {
-            CreateError::args(
-                ErrorCode::Exists,
-                "A virtual machine already exists in this process.\n",
-            )
-        })?;
-        let output = args.output.clone();
-        let (parsed, log_config) = parse_options(&args, &output, start)?;
-        match parsed.stop {
-            Some(StopReason::PrintFlagsInitial) => {
-                print_listing(&output, |w| {
-                    let _ = rtvm_flags::print_flags(w, &parsed.settings, PrintWhich::Initial);
-                });
-                return Err(CreateError::exit());
-            }
-            Some(StopReason::XlogHelp) => return Err(CreateError::exit()),
-            Some(StopReason::Version) | None => {}
-        }
-        let log = xlog::install(log_config, &output, start);
-
-        let machine = Machine::detect(parsed.settings.get(flag::UseContainerSupport));
-        let pages = PageInfo::detect();
-        for p in &pages.problems {
-            log::warn!(target: "pagesize", "{p}; treated as unknown");
-        }
-        let mut settings = parsed.settings;
-        let mut print_command_line_flags = |s: &Settings| {
-            if s.get(flag::PrintCommandLineFlags) {
-                print_listing(&output, |w| {
-                    let _ = rtvm_flags::print_command_line_flags(w, s);
-                });
-            }
-        };
-        let decided = ergonomics::decide(
-            &mut settings,
-            &pages,
-            &machine,
-            &mut print_command_line_flags,
-        )?;
-        settings
-            .check_constraints(Phase::AfterErgo)
-            .map_err(|m| CreateError::args(ErrorCode::Inval, m))?;
-        let flags = settings.freeze();
-        let signals = if flags.get(flag::ReduceSignalUsage) {
-            log::info!(target: "os", "ReduceSignalUsage: no signal handler installed; a stack overflow is whatever the host's SIGSEGV handler makes of it");
-            None
-        } else {
-            match signals::install(flags.get(flag::CreateCoredumpOnCrash)) {
-                Ok(h) => Some(h),
-                Err(e) => {
-                    log::warn!(target: "os", "Installing the SIGSEGV/SIGBUS handlers failed ({}); stack overflows will not be reported", rtvm_os_linux::strerror(e));
-                    None
-                }
-            }
-        };
-        let process = ProcessState {
-            _signals: signals,
-            log,
-            singleton,
-        };
-        if flags.get(flag::PrintNMTStatistics) && flags.get(flag::NativeMemoryTracking) == "off" {
-            output.write(
-                Stream::Stderr,
-                "rtvm warning: PrintNMTStatistics is disabled, because native memory tracking is not enabled\n",
-            );
-        }
-        ergonomics::log_page_sizes(&pages, &decided);
-
-        let policy = decided.policy;
-        let registry = Arc::new(Registry::new(NEXT_VM_ID.fetch_add(1, Ordering::Relaxed)));
-        let gang = Arc::new(WorkerGang::new(
-            policy.gc_threads,
-            &registry,
-            &policy.stacks,
-        )?);
-        let heap = Arc::new(Heap::reserve(&policy.heap, &policy.memory)?);
-        if let Some(w) = heap.large_page_warning() {
-            output.write(Stream::Stderr, &format!("rtvm warning: {w}\n"));
-        }
-        ergonomics::log_gc_init(&flags, &machine, heap.page_description(), policy.gc_threads);
-        let vm = Vm {
-            handle: VmHandle {
-                inner: Arc::new(VmInner {
-                    gang,
-                    heap,
-                    registry,
-                    flags,
-                    policy,
-                    pages,
-                    start,
-                    output,
-                    process: Mutex::new(Some(process)),
-                    memories: MemoryRegistry::default(),
-                    generation: rtvm_os_linux::system::process_generation(),
-                }),
-            },
-        };
-        // Any failure from here on drops `vm` quietly: workers stopped, memory unmapped,
-        // handlers and logger given back — no NMT report, no shutdown messages.
-        let inner = &vm.inner;
-        inner.heap.pretouch_initial(&inner.gang)?;
-        if inner.flags.get(flag::PrintFlagsFinal) {
-            print_listing(&inner.output, |w| {
-                let _ = rtvm_flags::print_flags(w, &inner.flags, PrintWhich::Final);
-            });
-        }
-        if inner.flags.get(flag::PrintFlagsRanges) {
-            print_listing(&inner.output, |w| {
-                let _ = rtvm_flags::print_flags_ranges(w, &inner.flags);
-            });
-        }
-        log::info!(target: "startuptime", "VM created in {:.3} ms", start.elapsed().as_secs_f64() * 1e3);
-        if let Some(p) = inner.lock_process().as_ref() {
-            xlog::log_configuration(p.log.description());
-        }
-        if parsed.show_version || parsed.stop == Some(StopReason::Version) {
-            inner.output.write(Stream::Stderr, &version_text());
-        }
-        if parsed.stop == Some(StopReason::Version) {
-            return match vm.shutdown() {
-                Ok(()) => Err(CreateError::exit()),
-                Err(e) => Err(CreateError::init(ErrorCode::Err, format!("{e}\n"))),
-            };
-        }
-        if let Some(p) = vm.inner.lock_process().as_ref() {
-            p.singleton.taken();
-        }
-        Ok(vm)
+        create::create(args)
     }
 
     /// A shared handle to this VM, for threads that start threads or allocate.
@@ -476,13 +326,13 @@ impl VmHandle {
 }
 
 impl VmInner {
-    fn lock_process(&self) -> std::sync::MutexGuard<'_, Option<ProcessState>> {
+    pub(super) fn lock_process(&self) -> std::sync::MutexGuard<'_, Option<ProcessState>> {
         self.process.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Whether this is the process that created the VM (not a child of `fork()`, in which the
     /// VM's threads do not exist).
-    fn in_creator_process(&self) -> bool {
+    pub(super) fn in_creator_process(&self) -> bool {
         self.generation == rtvm_os_linux::system::process_generation()
     }
 
@@ -516,83 +366,5 @@ impl VmInner {
             self.memories.usage(),
             mode == "detail",
         ))
-    }
-
-    fn shutdown(&self) -> Result<(), ShutdownError> {
-        if !self.in_creator_process() {
-            return Err(ShutdownError::Forked);
-        }
-        if let Some(thread) = self.registry.current_started_thread_name() {
-            return Err(ShutdownError::OnVmThread { thread });
-        }
-        if self.registry.request_destroy() != VmState::Running {
-            self.registry.wait_destroyed();
-            return Ok(());
-        }
-        let mut errors = Vec::new();
-        self.heap.end_holds();
-        if let Err(e) = self.heap.wait_for_pretouch() {
-            errors.push(e.to_string());
-        }
-        self.registry.wait_for_application_threads();
-        for info in self.registry.list() {
-            if info.kind.is_application() {
-                if let Err(e) = threads::join_info(&self.registry, &info) {
-                    errors.push(e.to_string());
-                }
-            }
-        }
-        if self.flags.get(flag::PrintNMTStatistics) {
-            if let Some(n) = self.native_memory_summary() {
-                self.output.write(Stream::Stdout, &n.report());
-            }
-        }
-        errors.extend(self.gang.stop());
-        let process = self.lock_process().take();
-        drop(process);
-        self.registry.set_destroyed();
-        if errors.is_empty() {
-            Ok(())
-        } else {
-            Err(ShutdownError::Failures { messages: errors })
-        }
-    }
-}
-
-impl Drop for Vm {
-    fn drop(&mut self) {
-        if !self.inner.in_creator_process() {
-            // A child of fork(): the VM's threads (workers, the async logger) do not exist
-            // here, so nothing of it can be torn down — joining them would wait forever. It
-            // stays as the child's copy of the parent's memory, until exec or exit.
-            std::mem::forget(Arc::clone(&self.inner));
-            return;
-        }
-        if self.inner.registry.state() == VmState::Destroyed {
-            return;
-        }
-        if self.inner.registry.current_started_thread_name().is_some() {
-            // This thread cannot wait for itself: a reaper does, once it has finished.
-            let inner = Arc::clone(&self.inner);
-            let reaper = std::thread::Builder::new()
-                .name("rtvm-reaper".into())
-                .spawn(move || {
-                    if let Err(e) = inner.shutdown() {
-                        inner.output.write(Stream::Stderr, &format!("rtvm: {e}\n"));
-                    }
-                });
-            if let Err(e) = reaper {
-                self.inner.output.write(
-                    Stream::Stderr,
-                    &format!("rtvm: the VM was dropped on its own thread and no reaper thread could start ({e}); it stays alive\n"),
-                );
-            }
-            return;
-        }
-        if let Err(e) = self.inner.shutdown() {
-            self.inner
-                .output
-                .write(Stream::Stderr, &format!("rtvm: {e}\n"));
-        }
     }
 }

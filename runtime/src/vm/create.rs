@@ -1,0 +1,184 @@
+//! The start-up sequence behind [`Vm::create`]: flags (with `-Xlog` applied as it is met),
+//! logging, page sizes, ergonomics, signal handlers, workers, heap, pretouch. A [`Vm`] is
+//! handed out only when all of it worked; a failure on the way drops what exists (threads
+//! stopped, memory unmapped, handlers and logger given back) and prints nothing more.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use rtvm_flags::{flag, Phase, PrintWhich, Settings, StopReason};
+use rtvm_os_linux::pages::PageInfo;
+use rtvm_os_linux::signals;
+
+use super::{ProcessState, Vm, VmHandle, VmInner};
+use crate::args::{parse_options, InitArgs};
+use crate::ergonomics::{self, Machine};
+use crate::error::{CreateError, ErrorCode};
+use crate::heap::Heap;
+use crate::lifecycle::Singleton;
+use crate::memory::MemoryRegistry;
+use crate::output::{Output, OutputWriter, Stream};
+use crate::threads::Registry;
+use crate::workers::WorkerGang;
+use crate::xlog;
+
+static NEXT_VM_ID: AtomicU64 = AtomicU64::new(1);
+
+/// The version text `-version` prints (to stderr).
+pub fn version_text() -> String {
+    let v = env!("CARGO_PKG_VERSION");
+    let profile = if cfg!(debug_assertions) {
+        "debug"
+    } else {
+        "release"
+    };
+    format!(
+        "rtvm version \"{v}\"\nrtvm Runtime Environment (build {v}, {profile})\nrtvm 64-Bit VM (build {v}, {profile}, {}-linux)\n",
+        std::env::consts::ARCH
+    )
+}
+
+/// Prints one of the flag listings on stdout.
+fn print_listing(output: &Output, print: impl FnOnce(&mut OutputWriter<'_>)) {
+    let mut w = OutputWriter {
+        output,
+        stream: Stream::Stdout,
+    };
+    print(&mut w);
+}
+
+pub(super) fn create(args: InitArgs) -> Result<Vm, CreateError> {
+    let start = Instant::now();
+    let singleton = Singleton::acquire().map_err(|()| {
+        CreateError::args(
+            ErrorCode::Exists,
+            "A virtual machine already exists in this process.\n",
+        )
+    })?;
+    let output = args.output.clone();
+    let (parsed, log_config) = parse_options(&args, &output, start)?;
+    match parsed.stop {
+        Some(StopReason::PrintFlagsInitial) => {
+            print_listing(&output, |w| {
+                let _ = rtvm_flags::print_flags(w, &parsed.settings, PrintWhich::Initial);
+            });
+            return Err(CreateError::exit());
+        }
+        Some(StopReason::XlogHelp) => return Err(CreateError::exit()),
+        Some(StopReason::Version) | None => {}
+    }
+    let log = xlog::install(log_config, &output, start);
+
+    let machine = Machine::detect(
+        parsed.settings.get(flag::UseContainerSupport),
+        i64::from(parsed.settings.get(flag::ActiveProcessorCount)),
+    );
+    let pages = PageInfo::detect();
+    for p in &pages.problems {
+        log::warn!(target: "pagesize", "{p}; treated as unknown");
+    }
+    let mut settings = parsed.settings;
+    let mut print_command_line_flags = |s: &Settings| {
+        if s.get(flag::PrintCommandLineFlags) {
+            print_listing(&output, |w| {
+                let _ = rtvm_flags::print_command_line_flags(w, s);
+            });
+        }
+    };
+    let decided = ergonomics::decide(
+        &mut settings,
+        &pages,
+        &machine,
+        &mut print_command_line_flags,
+    )?;
+    settings
+        .check_constraints(Phase::AfterErgo)
+        .map_err(|m| CreateError::args(ErrorCode::Inval, m))?;
+    let flags = settings.freeze();
+    let signals = if flags.get(flag::ReduceSignalUsage) {
+        log::info!(target: "os", "ReduceSignalUsage: no signal handler installed; a stack overflow is whatever the host's SIGSEGV handler makes of it");
+        None
+    } else {
+        match signals::install(flags.get(flag::CreateCoredumpOnCrash)) {
+            Ok(h) => Some(h),
+            Err(e) => {
+                log::warn!(target: "os", "Installing the SIGSEGV/SIGBUS handlers failed ({}); stack overflows will not be reported", rtvm_os_linux::strerror(e));
+                None
+            }
+        }
+    };
+    let process = ProcessState {
+        _signals: signals,
+        log,
+        singleton,
+    };
+    if flags.get(flag::PrintNMTStatistics) && flags.get(flag::NativeMemoryTracking) == "off" {
+        output.write(
+            Stream::Stderr,
+            "rtvm warning: PrintNMTStatistics is disabled, because native memory tracking is not enabled\n",
+        );
+    }
+    ergonomics::log_page_sizes(&pages, &decided);
+
+    let policy = decided.policy;
+    let registry = Arc::new(Registry::new(NEXT_VM_ID.fetch_add(1, Ordering::Relaxed)));
+    let gang = Arc::new(WorkerGang::new(
+        policy.gc_threads,
+        &registry,
+        &policy.stacks,
+    )?);
+    let heap = Arc::new(Heap::reserve(&policy.heap, &policy.memory)?);
+    if let Some(w) = heap.large_page_warning() {
+        output.write(Stream::Stderr, &format!("rtvm warning: {w}\n"));
+    }
+    ergonomics::log_gc_init(&flags, &machine, heap.page_description(), policy.gc_threads);
+    let vm = Vm {
+        handle: VmHandle {
+            inner: Arc::new(VmInner {
+                gang,
+                heap,
+                registry,
+                flags,
+                policy,
+                pages,
+                start,
+                output,
+                process: Mutex::new(Some(process)),
+                memories: MemoryRegistry::default(),
+                generation: rtvm_os_linux::system::process_generation(),
+            }),
+        },
+    };
+    // Any failure from here on drops `vm` quietly: workers stopped, memory unmapped,
+    // handlers and logger given back — no NMT report, no shutdown messages.
+    let inner = &vm.inner;
+    inner.heap.pretouch_initial(&inner.gang)?;
+    if inner.flags.get(flag::PrintFlagsFinal) {
+        print_listing(&inner.output, |w| {
+            let _ = rtvm_flags::print_flags(w, &inner.flags, PrintWhich::Final);
+        });
+    }
+    if inner.flags.get(flag::PrintFlagsRanges) {
+        print_listing(&inner.output, |w| {
+            let _ = rtvm_flags::print_flags_ranges(w, &inner.flags);
+        });
+    }
+    log::info!(target: "startuptime", "VM created in {:.3} ms", start.elapsed().as_secs_f64() * 1e3);
+    if let Some(p) = inner.lock_process().as_ref() {
+        xlog::log_configuration(p.log.description());
+    }
+    if parsed.show_version || parsed.stop == Some(StopReason::Version) {
+        inner.output.write(Stream::Stderr, &version_text());
+    }
+    if parsed.stop == Some(StopReason::Version) {
+        return match vm.shutdown() {
+            Ok(()) => Err(CreateError::exit()),
+            Err(e) => Err(CreateError::init(ErrorCode::Err, format!("{e}\n"))),
+        };
+    }
+    if let Some(p) = vm.inner.lock_process().as_ref() {
+        p.singleton.taken();
+    }
+    Ok(vm)
+}

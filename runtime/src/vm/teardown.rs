@@ -1,0 +1,92 @@
+//! The one teardown ([`Vm::shutdown`], or `Drop`): the order is in the module documentation
+//! of [`crate::vm`].
+
+use std::sync::Arc;
+
+use rtvm_flags::flag;
+
+use super::{Vm, VmInner};
+use crate::error::ShutdownError;
+use crate::lifecycle::VmState;
+use crate::output::Stream;
+use crate::threads;
+
+impl VmInner {
+    pub(super) fn shutdown(&self) -> Result<(), ShutdownError> {
+        if !self.in_creator_process() {
+            return Err(ShutdownError::Forked);
+        }
+        if let Some(thread) = self.registry.current_started_thread_name() {
+            return Err(ShutdownError::OnVmThread { thread });
+        }
+        if self.registry.request_destroy() != VmState::Running {
+            self.registry.wait_destroyed();
+            return Ok(());
+        }
+        let mut errors = Vec::new();
+        self.heap.end_holds();
+        if let Err(e) = self.heap.wait_for_pretouch() {
+            errors.push(e.to_string());
+        }
+        self.registry.wait_for_application_threads();
+        for info in self.registry.list() {
+            if info.kind.is_application() {
+                if let Err(e) = threads::join_info(&self.registry, &info) {
+                    errors.push(e.to_string());
+                }
+            }
+        }
+        if self.flags.get(flag::PrintNMTStatistics) {
+            if let Some(n) = self.native_memory_summary() {
+                self.output.write(Stream::Stdout, &n.report());
+            }
+        }
+        errors.extend(self.gang.stop());
+        let process = self.lock_process().take();
+        drop(process);
+        self.registry.set_destroyed();
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(ShutdownError::Failures { messages: errors })
+        }
+    }
+}
+
+impl Drop for Vm {
+    fn drop(&mut self) {
+        if !self.inner.in_creator_process() {
+            // A child of fork(): the VM's threads (workers, the async logger) do not exist
+            // here, so nothing of it can be torn down — joining them would wait forever. It
+            // stays as the child's copy of the parent's memory, until exec or exit.
+            std::mem::forget(Arc::clone(&self.inner));
+            return;
+        }
+        if self.inner.registry.state() == VmState::Destroyed {
+            return;
+        }
+        if self.inner.registry.current_started_thread_name().is_some() {
+            // This thread cannot wait for itself: a reaper does, once it has finished.
+            let inner = Arc::clone(&self.inner);
+            let reaper = std::thread::Builder::new()
+                .name("rtvm-reaper".into())
+                .spawn(move || {
+                    if let Err(e) = inner.shutdown() {
+                        inner.output.write(Stream::Stderr, &format!("rtvm: {e}\n"));
+                    }
+                });
+            if let Err(e) = reaper {
+                self.inner.output.write(
+                    Stream::Stderr,
+                    &format!("rtvm: the VM was dropped on its own thread and no reaper thread could start ({e}); it stays alive\n"),
+                );
+            }
+            return;
+        }
+        if let Err(e) = self.inner.shutdown() {
+            self.inner
+                .output
+                .write(Stream::Stderr, &format!("rtvm: {e}\n"));
+        }
+    }
+}
