@@ -1,11 +1,11 @@
-//! Child memory cgroups for tests: created under the machine's memory controller (the cgroup
-//! v1 `memory` hierarchy, or the v2 unified hierarchy where `memory` is delegated to
+//! Child cgroups for tests: created under the machine's memory or cpu controller (its cgroup
+//! v1 hierarchy, or the v2 unified hierarchy where the controller is delegated to
 //! children), limited, used to run commands, and removed when dropped — on every exit path a
 //! test can take, failures and panics included. Cgroups a killed test left behind are removed
 //! by the next one that creates a cgroup.
 //!
 //! Creating one needs root and a writable cgroup filesystem; where the machine does not allow
-//! it, [`MemoryCgroup::create`] says why, for the test to skip with that reason.
+//! it, [`MemoryCgroup::create`] and [`CpuCgroup::create`] say why, for the test to skip with that reason.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -26,12 +26,12 @@ pub enum Version {
 /// A child memory cgroup with a limit; removed on drop.
 #[derive(Debug)]
 pub struct MemoryCgroup {
-    dir: PathBuf,
+    child: Child,
     version: Version,
 }
 
-/// Where the memory controller can be given a child: (hierarchy root, version).
-fn memory_hierarchy() -> Result<(PathBuf, Version), String> {
+/// Where `controller` can be given a child: (hierarchy root, version).
+fn hierarchy(controller: &str) -> Result<(PathBuf, Version), String> {
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")
         .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
     let mut v2 = None;
@@ -45,25 +45,88 @@ fn memory_hierarchy() -> Result<(PathBuf, Version), String> {
             continue;
         };
         let (fs, opts) = (right.next().unwrap_or(""), right.nth(1).unwrap_or(""));
-        if fs == "cgroup" && opts.split(',').any(|o| o == "memory") {
+        if fs == "cgroup" && opts.split(',').any(|o| o == controller) {
             return Ok((PathBuf::from(mount_point), Version::V1));
         }
         if fs == "cgroup2" {
             v2 = Some(PathBuf::from(mount_point));
         }
     }
-    let root = v2.ok_or("no cgroup v1 memory controller and no cgroup2 mount")?;
+    let root =
+        v2.ok_or_else(|| format!("no cgroup v1 {controller} controller and no cgroup2 mount"))?;
     let delegated = std::fs::read_to_string(root.join("cgroup.subtree_control"))
         .unwrap_or_default()
         .split_whitespace()
-        .any(|c| c == "memory");
+        .any(|c| c == controller);
     if !delegated {
         return Err(format!(
-            "the cgroup2 hierarchy at {} does not delegate the memory controller to children",
+            "the cgroup2 hierarchy at {} does not delegate the {controller} controller to children",
             root.display()
         ));
     }
     Ok((root, Version::V2))
+}
+
+/// A new child cgroup of `controller`'s hierarchy, removed when the value drops.
+fn create_child(controller: &str) -> Result<(Child, Version), String> {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let (root, version) = hierarchy(controller)?;
+    remove_stale(&root);
+    let dir = root.join(format!(
+        "{PREFIX}{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir(&dir).map_err(|e| {
+        format!(
+            "cannot create a cgroup in {} (root and a writable cgroup filesystem are needed): {e}",
+            root.display()
+        )
+    })?;
+    Ok((Child { dir }, version))
+}
+
+/// A child cgroup's directory, removed on drop.
+#[derive(Debug)]
+struct Child {
+    dir: PathBuf,
+}
+
+impl Child {
+    fn write(&self, file: &str, value: &str) -> Result<(), String> {
+        std::fs::write(self.dir.join(file), value).map_err(|e| {
+            format!(
+                "cannot set {file} of {} to {value}: {e}",
+                self.dir.display()
+            )
+        })
+    }
+
+    fn command(&self, program: &str, args: &[&str]) -> Command {
+        let mut c = Command::new("sh");
+        c.arg("-c")
+            .arg(r#"echo $$ > "$0" && exec "$@""#)
+            .arg(self.dir.join("cgroup.procs"))
+            .arg(program)
+            .args(args);
+        c
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        // A process that just exited may still be charged for a moment: retry briefly.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while let Err(e) = std::fs::remove_dir(&self.dir) {
+            if e.kind() == std::io::ErrorKind::NotFound || Instant::now() > deadline {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    eprintln!("cannot remove the test cgroup {}: {e}", self.dir.display());
+                }
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
 }
 
 /// Removes cgroups of earlier test processes that no longer exist.
@@ -90,33 +153,18 @@ impl MemoryCgroup {
     /// Creates a child cgroup limited to `limit` bytes of memory. `Err` carries why the
     /// machine does not allow it (not root, read-only cgroup filesystem, no memory controller).
     pub fn create(limit: u64) -> Result<MemoryCgroup, String> {
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let (root, version) = memory_hierarchy()?;
-        remove_stale(&root);
-        let dir = root.join(format!(
-            "{PREFIX}{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir(&dir).map_err(|e| {
-            format!(
-                "cannot create a cgroup in {} (root and a writable cgroup filesystem are needed): {e}",
-                root.display()
-            )
-        })?;
-        let cgroup = MemoryCgroup { dir, version };
+        let (child, version) = create_child("memory")?;
         let file = match version {
             Version::V1 => "memory.limit_in_bytes",
             Version::V2 => "memory.max",
         };
-        std::fs::write(cgroup.dir.join(file), limit.to_string())
-            .map_err(|e| format!("cannot set {} of {}: {e}", file, cgroup.dir.display()))?;
-        Ok(cgroup)
+        child.write(file, &limit.to_string())?;
+        Ok(MemoryCgroup { child, version })
     }
 
     /// The cgroup's directory.
     pub fn dir(&self) -> &Path {
-        &self.dir
+        &self.child.dir
     }
 
     /// The cgroup's version.
@@ -127,13 +175,7 @@ impl MemoryCgroup {
     /// A command that moves itself into the cgroup and then runs `program args` (through
     /// `sh`, so the program starts inside the cgroup from its first instruction).
     pub fn command(&self, program: &str, args: &[&str]) -> Command {
-        let mut c = Command::new("sh");
-        c.arg("-c")
-            .arg(r#"echo $$ > "$0" && exec "$@""#)
-            .arg(self.dir.join("cgroup.procs"))
-            .arg(program)
-            .args(args);
-        c
+        self.child.command(program, args)
     }
 
     /// The most memory the cgroup has been charged (v1 `memory.max_usage_in_bytes`, v2
@@ -143,7 +185,7 @@ impl MemoryCgroup {
             Version::V1 => "memory.max_usage_in_bytes",
             Version::V2 => "memory.peak",
         };
-        std::fs::read_to_string(self.dir.join(file))
+        std::fs::read_to_string(self.child.dir.join(file))
             .ok()?
             .trim()
             .parse()
@@ -151,19 +193,46 @@ impl MemoryCgroup {
     }
 }
 
-impl Drop for MemoryCgroup {
-    fn drop(&mut self) {
-        // A process that just exited may still be charged for a moment: retry briefly.
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while let Err(e) = std::fs::remove_dir(&self.dir) {
-            if e.kind() == std::io::ErrorKind::NotFound || Instant::now() > deadline {
-                if e.kind() != std::io::ErrorKind::NotFound {
-                    eprintln!("cannot remove the test cgroup {}: {e}", self.dir.display());
-                }
-                return;
+/// A child cgroup of the `cpu` controller with a CFS quota; removed on drop.
+#[derive(Debug)]
+pub struct CpuCgroup {
+    child: Child,
+    version: Version,
+}
+
+impl CpuCgroup {
+    /// Creates a child cgroup with `quota` microseconds of CPU time per `period` (`None`:
+    /// no quota — v1 `cpu.cfs_quota_us` -1, v2 `cpu.max` `max`). `Err` says why the machine
+    /// does not allow it.
+    pub fn create(quota: Option<u64>, period: u64) -> Result<CpuCgroup, String> {
+        let (child, version) = create_child("cpu")?;
+        match version {
+            Version::V1 => {
+                child.write("cpu.cfs_period_us", &period.to_string())?;
+                let q = quota.map_or_else(|| "-1".to_owned(), |q| q.to_string());
+                child.write("cpu.cfs_quota_us", &q)?;
             }
-            std::thread::sleep(Duration::from_millis(20));
+            Version::V2 => {
+                let q = quota.map_or_else(|| "max".to_owned(), |q| q.to_string());
+                child.write("cpu.max", &format!("{q} {period}"))?;
+            }
         }
+        Ok(CpuCgroup { child, version })
+    }
+
+    /// The cgroup's version.
+    pub fn version(&self) -> Version {
+        self.version
+    }
+
+    /// The cgroup's directory.
+    pub fn dir(&self) -> &Path {
+        &self.child.dir
+    }
+
+    /// `program args`, started inside the cgroup (see [`MemoryCgroup::command`]).
+    pub fn command(&self, program: &str, args: &[&str]) -> Command {
+        self.child.command(program, args)
     }
 }
 
