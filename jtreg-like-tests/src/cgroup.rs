@@ -262,28 +262,7 @@ exec "$@"
 impl FakeCgroups {
     /// Whether fixture worlds can be made here (root and `unshare`), or why not.
     pub fn available() -> Result<(), String> {
-        // The effective uid: the second field of Status's Uid line.
-        let euid = std::fs::read_to_string("/proc/self/status")
-            .ok()
-            .and_then(|s| {
-                s.lines()
-                    .find_map(|l| l.strip_prefix("Uid:"))
-                    .and_then(|u| u.split_whitespace().nth(1)?.parse::<u32>().ok())
-            });
-        if euid != Some(0) {
-            return Err("simulating cgroup hierarchies needs root (bind mounts in a private mount namespace)".into());
-        }
-        let probe = Command::new("unshare")
-            .args(["-m", "--propagation", "private", "true"])
-            .output()
-            .map_err(|e| format!("unshare cannot run: {e}"))?;
-        if !probe.status.success() {
-            return Err(format!(
-                "unshare -m fails here: {}",
-                String::from_utf8_lossy(&probe.stderr).trim()
-            ));
-        }
-        Ok(())
+        crate::fakefs::available()
     }
 
     /// A fixture world: `proc` files (`cgroups`, `cgroup`, `mountinfo`, as bytes) and files

@@ -20,6 +20,7 @@ pub mod cgroup;
 pub mod cli;
 pub mod ctools;
 pub mod expr;
+pub mod fakefs;
 pub mod header;
 pub mod props;
 pub mod run;

@@ -84,9 +84,6 @@ pub(crate) struct MemoryPolicy {
 pub(crate) struct ExplicitPages {
     /// The large page size.
     pub page_size: usize,
-    /// Whether it is the system's default huge page size (HotSpot warns only otherwise when
-    /// the heap cannot be backed by them).
-    pub is_default: bool,
 }
 
 /// What is the heap's own.

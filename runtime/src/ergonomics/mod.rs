@@ -39,7 +39,9 @@ pub(crate) use report::{log_gc_init, log_page_sizes};
 pub(crate) struct Decisions {
     /// The policy the VM runs with.
     pub policy: Policy,
-    /// Large pages, with the notes `-Xlog:pagesize` prints.
+    /// Large pages, with the notes `-Xlog:pagesize` printed (logged while deciding; the
+    /// ergonomics tests read them here).
+    #[cfg_attr(not(test), allow(dead_code))]
     pub large_pages: LargePages,
     /// Why the stack policy is what it is, for `-Xlog:pagesize`.
     pub stack_reason: String,
@@ -88,6 +90,7 @@ pub(crate) fn decide(
     let base_page = machine.base_page;
     let gc_threads = processors(s, machine)?;
     let large_pages = large_pages::decide(s, pages, machine)?;
+    report::log_large_pages(pages, &large_pages, base_page);
     let heap_page = large_pages.heap_page(pages, base_page);
     heap_size::set_heap_size(s, machine)?;
     heap_sized(s);
@@ -122,10 +125,7 @@ pub(crate) fn decide(
         explicit: large_pages
             .explicit
             .as_ref()
-            .map(|&(page_size, _)| ExplicitPages {
-                page_size,
-                is_default: pages.hugetlb.default_size == Some(page_size),
-            }),
+            .map(|&(page_size, _)| ExplicitPages { page_size }),
         hold_background: s.get(flag::HoldBackgroundPreTouch),
     };
     Ok(Decisions {

@@ -6,10 +6,12 @@ use rtvm_flags::{flag, Flags};
 use rtvm_os_linux::pages::PageInfo;
 use rtvm_os_linux::stack::kernel_marks_map_stack_nohugepage;
 
-use super::{Decisions, Machine};
+use super::{Decisions, LargePages, Machine};
 
-/// `-Xlog:pagesize`: what the VM found and decided, in HotSpot's words where it has them.
-pub(crate) fn log_page_sizes(pages: &PageInfo, d: &Decisions) {
+/// `-Xlog:pagesize`, at HotSpot's point (its `large_page_init`, before the heap is sized and
+/// `-XX:+PrintCommandLineFlags` prints): the page sizes and THP modes the kernel reports,
+/// what deciding large pages said, and the decision.
+pub(super) fn log_large_pages(pages: &PageInfo, lp: &LargePages, base_page: usize) {
     let size = |b: usize| format_exact_size(b as u64);
     let h = &pages.hugetlb;
     log::info!(target: "pagesize", "Static hugepage support:");
@@ -51,9 +53,37 @@ pub(crate) fn log_page_sizes(pages: &PageInfo, d: &Decisions) {
     }
     log::info!(target: "pagesize", "Shared memory transparent hugepage (THP) support:");
     log::info!(target: "pagesize", "  Shared memory THP mode: {}", t.shmem);
-    for (level, note) in &d.large_pages.notes {
+    for (level, note) in &lp.notes {
         log::log!(target: "pagesize", *level, "{note}");
     }
+    let heap_page = lp.heap_page(pages, base_page);
+    if lp.thp {
+        log::info!(target: "pagesize", "UseLargePages=1, UseTransparentHugePages=1, UseHugeTLBFS=0, UseSHM=0");
+        log::info!(
+            target: "pagesize",
+            "Large page support enabled. Usable page sizes: {}, {}. Default large page size: {}.",
+            format_page_size(base_page as u64),
+            format_page_size(heap_page as u64),
+            size(heap_page)
+        );
+    } else if let Some((large, usable)) = &lp.explicit {
+        log::info!(target: "pagesize", "UseLargePages=1, UseTransparentHugePages=0, UseHugeTLBFS=1, UseSHM=0");
+        let mut list = vec![format_page_size(base_page as u64)];
+        list.extend(usable.iter().map(|&p| format_page_size(p as u64)));
+        log::info!(
+            target: "pagesize",
+            "Large page support enabled. Usable page sizes: {}. Default large page size: {}.",
+            list.join(", "),
+            size(*large)
+        );
+    } else {
+        log::info!(target: "pagesize", "Large page support disabled.");
+    }
+}
+
+/// `-Xlog:pagesize`, rtvm's own lines once the VM is set up: the thread stacks' layout and
+/// the THP stack mitigation.
+pub(crate) fn log_page_sizes(d: &Decisions) {
     log::info!(
         target: "pagesize",
         "Kernel marks MAP_STACK mappings MADV_NOHUGEPAGE (nh): {} (rtvm does not rely on it)",
@@ -78,29 +108,6 @@ pub(crate) fn log_page_sizes(pages: &PageInfo, d: &Decisions) {
         stacks.alt_stack_size / 1024,
         stacks.page / 1024
     );
-    let heap_page = d.policy.memory.pages.page_size;
-    if d.large_pages.thp {
-        log::info!(target: "pagesize", "UseLargePages=1, UseTransparentHugePages=1, UseHugeTLBFS=0, UseSHM=0");
-        log::info!(
-            target: "pagesize",
-            "Large page support enabled. Usable page sizes: {}, {}. Default large page size: {}.",
-            format_page_size(stacks.page as u64),
-            format_page_size(heap_page as u64),
-            size(heap_page)
-        );
-    } else if let Some((large, usable)) = &d.large_pages.explicit {
-        log::info!(target: "pagesize", "UseLargePages=1, UseTransparentHugePages=0, UseHugeTLBFS=1, UseSHM=0");
-        let mut list = vec![format_page_size(stacks.page as u64)];
-        list.extend(usable.iter().map(|&p| format_page_size(p as u64)));
-        log::info!(
-            target: "pagesize",
-            "Large page support enabled. Usable page sizes: {}. Default large page size: {}.",
-            list.join(", "),
-            size(*large)
-        );
-    } else {
-        log::info!(target: "pagesize", "Large page support disabled.");
-    }
 }
 
 /// `-Xlog:gc+init`: HotSpot's start-up summary (its `GCInitLogger` lines, those rtvm has a

@@ -359,8 +359,7 @@ fn explicit_huge_pages() {
         d.large_pages.notes[0].1,
         "Using the default large page size: 2M"
     );
-    let e = d.policy.heap.explicit.unwrap();
-    assert_eq!((e.page_size, e.is_default), (2 * M, true));
+    assert_eq!(d.policy.heap.explicit.unwrap().page_size, 2 * M);
     assert_eq!(
         d.policy.memory.pages.page_size,
         4 * K,
@@ -379,7 +378,7 @@ fn explicit_huge_pages() {
         d.large_pages.notes[0].1,
         "Overriding default large page size (2M) using LargePageSizeInBytes: 1G"
     );
-    assert!(!d.policy.heap.explicit.unwrap().is_default);
+    assert_eq!(d.policy.heap.explicit.unwrap().page_size, G);
     let (_, d) = run(
         &["-XX:+UseLargePages", "-XX:LargePageSizeInBytes=4m"],
         &machine,
@@ -406,6 +405,85 @@ fn explicit_huge_pages() {
     .unwrap();
     assert!(d.large_pages.thp);
     assert_eq!(d.large_pages.explicit, None);
+}
+
+/// HotSpot 17's `large_page_init` order, and the origins it leaves (`FLAG_SET_DEFAULT`).
+#[test]
+fn large_page_switches_in_hotspot_order() {
+    use rtvm_flags::Origin;
+    let p = pages(ThpMode::Madvise);
+    let mut machine = Machine::fake(16 * G as u64, 2);
+    machine.hugetlb_usable = |_| true;
+    let warned = |d: &Decisions| -> Vec<String> {
+        d.large_pages
+            .notes
+            .iter()
+            .filter(|(l, _)| *l == log::Level::Warn)
+            .map(|(_, n)| n.clone())
+            .collect()
+    };
+    // THP on: UseLargePages follows, still looking untouched.
+    let (s, d) = run(&["-XX:+UseTransparentHugePages"], &machine, &p).unwrap();
+    assert!(d.large_pages.thp && s.get(flag::UseLargePages));
+    assert_eq!(s.origin(flag::UseLargePages), Origin::DEFAULT);
+    // -XX:-UseLargePages switches every kind off, whatever else was asked.
+    let (s, d) = run(
+        &["-XX:+UseTransparentHugePages", "-XX:-UseLargePages"],
+        &machine,
+        &p,
+    )
+    .unwrap();
+    assert!(!d.large_pages.thp && d.large_pages.explicit.is_none());
+    assert!(!s.get(flag::UseTransparentHugePages));
+    assert_eq!(
+        s.origin(flag::UseTransparentHugePages),
+        Origin::from(rtvm_flags::Source::CommandLine)
+    );
+    assert!(warned(&d).is_empty());
+    // Naming THP (even to switch it off) leaves hugetlbfs untried: no large pages, warned.
+    let (s, d) = run(
+        &["-XX:-UseTransparentHugePages", "-XX:+UseLargePages"],
+        &machine,
+        &p,
+    )
+    .unwrap();
+    assert_eq!(d.large_pages.explicit, None);
+    assert!(!s.get(flag::UseLargePages));
+    assert_eq!(
+        s.origin(flag::UseLargePages),
+        Origin::from(rtvm_flags::Source::CommandLine)
+    );
+    assert_eq!(
+        warned(&d),
+        ["UseLargePages disabled, no large pages configured and available on the system."]
+    );
+    // THP asked for where the kernel has none: all off, one warning, origins kept.
+    let (s, d) = run(
+        &["-XX:+UseLargePages", "-XX:+UseTransparentHugePages"],
+        &machine,
+        &pages(ThpMode::Never),
+    )
+    .unwrap();
+    assert!(!d.large_pages.thp && d.large_pages.explicit.is_none());
+    assert!(!s.get(flag::UseLargePages) && !s.get(flag::UseTransparentHugePages));
+    assert_eq!(
+        s.origin(flag::UseLargePages),
+        Origin::from(rtvm_flags::Source::CommandLine)
+    );
+    assert_eq!(
+        warned(&d),
+        ["UseTransparentHugePages disabled, transparent huge pages are not supported by the operating system."]
+    );
+    // Explicit pages that fail: UseLargePages off, still {command line}.
+    machine.hugetlb_usable = |_| false;
+    let (s, _) = run(&["-XX:+UseLargePages"], &machine, &p).unwrap();
+    assert_eq!(
+        s.origin(flag::UseLargePages),
+        Origin::from(rtvm_flags::Source::CommandLine)
+    );
+    // Nothing asked: nothing said.
+    let (_, d) = run(&[], &machine, &p).unwrap();
+    assert!(d.large_pages.notes.is_empty());
 }
 
 #[test]

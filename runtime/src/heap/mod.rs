@@ -151,21 +151,22 @@ pub struct Heap {
     background: Mutex<Option<Background>>,
     /// The report of the synchronous initial pretouch, if one ran.
     initial_report: Mutex<Option<PretouchReport>>,
-    /// HotSpot's warning when the heap could not go on explicit huge pages of a size other
-    /// than the default one (the VM prints it).
-    large_page_warning: Option<String>,
 }
 
 impl Heap {
     /// Reserves `MaxHeapSize`, commits `InitialHeapSize`, advises huge pages if the policy
     /// says so and names the mapping. Pretouching is started separately
-    /// ([`Heap::pretouch_initial`]).
-    pub(crate) fn reserve(policy: &HeapPolicy, memory: &MemoryPolicy) -> Result<Heap, HeapError> {
+    /// ([`Heap::pretouch_initial`]). `warn` prints a HotSpot warning where java prints it
+    /// (before the heap's `-Xlog:pagesize` line).
+    pub(crate) fn reserve(
+        policy: &HeapPolicy,
+        memory: &MemoryPolicy,
+        warn: &dyn Fn(&str),
+    ) -> Result<Heap, HeapError> {
         let base_page = rtvm_os_linux::base_page_size();
         let max = policy.max;
         let mut pages = memory.pages;
         let mut special = None;
-        let mut large_page_warning = None;
         if let Some(explicit) = policy.explicit {
             let size = explicit.page_size;
             match Reservation::reserve_huge_pages(max, size) {
@@ -175,16 +176,14 @@ impl Heap {
                 }
                 Err(e) => {
                     // As HotSpot: not enough huge pages for the whole heap — regular pages,
-                    // with a warning when the page size was not the system's default.
+                    // with its warning (explicit pages are used only when the user asked).
                     log::debug!(target: "gc+heap+coops", "Reserve regular memory without large pages");
                     log::info!(target: "pagesize", "Failed to reserve and commit the heap on {} pages: {e}", format_exact_size(size as u64));
-                    if !explicit.is_default {
-                        large_page_warning = Some(format!(
-                            "Failed to reserve and commit memory. req_addr: {:#018x} bytes: {max} page size: {size} (errno = {}).",
-                            0,
-                            e.errno as i32
-                        ));
-                    }
+                    warn(&format!(
+                        "Failed to reserve and commit memory. req_addr: {:#018x} bytes: {max} page size: {size} (errno = {}).",
+                        0,
+                        e.errno as i32
+                    ));
                     pages.page_size = base_page;
                 }
             }
@@ -257,7 +256,6 @@ impl Heap {
             gate: Gate::new(),
             background: Mutex::new(None),
             initial_report: Mutex::new(None),
-            large_page_warning,
         })
     }
 
@@ -461,11 +459,6 @@ impl Heap {
         } else {
             self.space.end()
         }
-    }
-
-    /// HotSpot's warning when the heap fell back from explicit huge pages (printed by the VM).
-    pub(crate) fn large_page_warning(&self) -> Option<&str> {
-        self.large_page_warning.as_deref()
     }
 
     /// The page size backing the heap.

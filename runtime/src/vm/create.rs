@@ -15,7 +15,7 @@ use super::{ProcessState, Vm, VmHandle, VmInner};
 use crate::args::{parse_options, InitArgs};
 use crate::ergonomics::{self, Machine};
 use crate::error::{CreateError, ErrorCode};
-use crate::heap::Heap;
+use crate::heap::{Heap, HeapError};
 use crate::lifecycle::Singleton;
 use crate::memory::MemoryRegistry;
 use crate::output::{Output, OutputWriter, Stream};
@@ -119,7 +119,7 @@ pub(super) fn create(args: InitArgs) -> Result<Vm, CreateError> {
             "rtvm warning: PrintNMTStatistics is disabled, because native memory tracking is not enabled\n",
         );
     }
-    ergonomics::log_page_sizes(&pages, &decided);
+    ergonomics::log_page_sizes(&decided);
 
     let policy = decided.policy;
     let registry = Arc::new(Registry::new(NEXT_VM_ID.fetch_add(1, Ordering::Relaxed)));
@@ -128,10 +128,16 @@ pub(super) fn create(args: InitArgs) -> Result<Vm, CreateError> {
         &registry,
         &policy.stacks,
     )?);
-    let heap = Arc::new(Heap::reserve(&policy.heap, &policy.memory)?);
-    if let Some(w) = heap.large_page_warning() {
-        output.write(Stream::Stderr, &format!("rtvm warning: {w}\n"));
-    }
+    let warn = |w: &str| output.write(Stream::Stderr, &format!("rtvm warning: {w}\n"));
+    let heap = Heap::reserve(&policy.heap, &policy.memory, &warn).inspect_err(|e| {
+        // HotSpot's warning before its out-of-memory report (the error says the rest).
+        if let HeapError::Commit(os) = e {
+            if os.is_out_of_memory() {
+                warn(&format!("INFO: {os}"));
+            }
+        }
+    })?;
+    let heap = Arc::new(heap);
     ergonomics::log_gc_init(&flags, &machine, heap.page_description(), policy.gc_threads);
     let vm = Vm {
         handle: VmHandle {
@@ -154,14 +160,14 @@ pub(super) fn create(args: InitArgs) -> Result<Vm, CreateError> {
     // handlers and logger given back — no NMT report, no shutdown messages.
     let inner = &vm.inner;
     inner.heap.pretouch_initial(&inner.gang)?;
-    if inner.flags.get(flag::PrintFlagsFinal) {
-        print_listing(&inner.output, |w| {
-            let _ = rtvm_flags::print_flags(w, &inner.flags, PrintWhich::Final);
-        });
-    }
+    // As java: with both, the ranges table alone (it lists every flag already).
     if inner.flags.get(flag::PrintFlagsRanges) {
         print_listing(&inner.output, |w| {
             let _ = rtvm_flags::print_flags_ranges(w, &inner.flags);
+        });
+    } else if inner.flags.get(flag::PrintFlagsFinal) {
+        print_listing(&inner.output, |w| {
+            let _ = rtvm_flags::print_flags(w, &inner.flags, PrintWhich::Final);
         });
     }
     log::info!(target: "startuptime", "VM created in {:.3} ms", start.elapsed().as_secs_f64() * 1e3);

@@ -30,7 +30,9 @@
  * @summary Manual: the reserved case with pages the test reserves itself. It raises
  *          /proc/sys/vm/nr_hugepages by the heap's page count (and reserves one 1 GiB page
  *          where the kernel has them, for -XX:LargePageSizeInBytes=1g), runs the checks, and
- *          restores every value it changed on every exit path: on return, on failure, on a
+ *          restores every value it changed on every exit path. A 1 GiB heap beyond the pool
+ *          gets HotSpot's "Failed to reserve and commit memory" warning, as java prints it, and
+ *          base pages. Values are restored on return, on failure, on a
  *          panic (a guard), and when the test process is killed (a watchdog process in its own
  *          process group writes the old value back once the test process is gone)
  * @requires os.family == "linux"
@@ -116,6 +118,25 @@ fn check_on_huge_pages(extra: &[&str], page_kb: u64) -> TestResult {
     Ok(())
 }
 
+/// A heap larger than the pool: HotSpot's warning for the heap, as java words it, and the
+/// heap on base pages.
+fn heap_beyond_the_pool(page_kb: u64) -> TestResult {
+    let page = page_kb << 10;
+    let args = ["-XX:+UseLargePages", "-Xmx1g", "-Xlog:pagesize", "-version"];
+    let ours = ProcessTools::execute_test_vm(&args)?;
+    ours.should_have_exit_value(0)?;
+    let tail = format!("bytes: 1073741824 page size: {page} (errno = 12).");
+    check(ours.stderr.contains(&format!("rtvm warning: Failed to reserve and commit memory. req_addr: 0x0000000000000000 {tail}")), || format!("no heap warning from rtvm: {}", ours.stderr))?;
+    ours.should_match(r"Heap: .* page_size=4K size=1G")?;
+    if let Some(java) = JavaTools::execute(&args)? {
+        check(java.stderr.lines().any(|l| l.contains("warning: Failed to reserve and commit memory.") && l.ends_with(&tail)), || format!("java no longer warns for the heap like that: {}", java.stderr))?;
+        println!("a 1 GiB heap beyond the pool: both warn '... {tail}'");
+    } else {
+        println!("java is not installed here: the heap warning checked against HotSpot's recorded wording only");
+    }
+    Ok(())
+}
+
 fn default_page_kb() -> u64 {
     meminfo("Hugepagesize")
 }
@@ -168,6 +189,7 @@ pub fn main(vm: &Vm, args: &[String]) -> TestResult {
             let got = meminfo("HugePages_Total");
             check(got >= total + needed, || format!("the kernel reserved only {got} of {} pages (memory too fragmented?)", total + needed))?;
             check_on_huge_pages(&[], page_kb)?;
+            heap_beyond_the_pool(page_kb)?;
             drop(restore);
             // 1 GiB pages, where the kernel has them and can reserve one now.
             let gib = sysfs_pages(1 << 20);
