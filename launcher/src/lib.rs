@@ -8,7 +8,7 @@
 //!
 //! Arguments are read as bytes (`OsString`): an argument that is not UTF-8 is converted
 //! lossily and earns the message its text earns (`Unrecognized VM option 'Fo\u{fffd}'`),
-//! never a panic. As in `java`, `-version`, `-help`/`-h`/`-?`/`--help` and `-X` end option
+//! never a panic — except an `-Xlog` file name, used as the bytes given. As in `java`, `-version`, `-help`/`-h`/`-?`/`--help` and `-X` end option
 //! processing where they stand; the VM is created with the options before them (their
 //! errors are reported), then the version or help is printed and the launcher exits 0.
 //!
@@ -180,11 +180,12 @@ enum Info {
 /// Runs the launcher on `args` (without the program name) with `mains`; returns the exit
 /// status. `program` names the binary in the usage text.
 pub fn launch(program: &str, args: &[OsString], mains: &Mains) -> i32 {
-    let mut vm_options = Vec::new();
+    let mut vm_options: Vec<&OsString> = Vec::new();
     let mut info = None;
-    let mut rest = args.iter().map(|a| lossy(a));
+    let mut rest = args.iter();
     let mut main_name = None;
-    for arg in rest.by_ref() {
+    for raw in rest.by_ref() {
+        let arg = lossy(raw);
         match arg.as_str() {
             "-help" | "-h" | "-?" => info = Some(Info::Help(Stream::Stderr)),
             "--help" => info = Some(Info::Help(Stream::Stdout)),
@@ -192,20 +193,20 @@ pub fn launch(program: &str, args: &[OsString], mains: &Mains) -> i32 {
             "--help-extra" => info = Some(Info::Extra(Stream::Stdout)),
             "-version" => {
                 // The VM prints the version once it exists, and stops.
-                vm_options.push(arg);
+                vm_options.push(raw);
                 break;
             }
             a if a.starts_with('-') => {
-                vm_options.push(arg);
+                vm_options.push(raw);
                 continue;
             }
             _ => main_name = Some(arg),
         }
         break;
     }
-    let main_args: Vec<String> = rest.collect();
+    let main_args: Vec<String> = rest.map(|a| lossy(a)).collect();
 
-    let vm = match Vm::create(InitArgs::new(vm_options)) {
+    let vm = match Vm::create(InitArgs::from_os(vm_options)) {
         Ok(vm) => vm,
         Err(e) => {
             return match e.kind {

@@ -1,7 +1,9 @@
 //! Arguments for [`Vm::create`](crate::Vm::create), in the spirit of `JavaVMInitArgs`.
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
 use std::time::Instant;
 
 use rtvm_flags::{ArgError, ArgErrorKind, EnvOptions, ParseOptions, XlogAction};
@@ -26,6 +28,11 @@ pub struct InitArgs {
     pub ignore_unrecognized: bool,
     /// Where the VM prints (JNI's `vfprintf` hook); the standard streams by default.
     pub output: Output,
+    /// The bytes of options that are not UTF-8, by their text in `options` ([`from_os`]):
+    /// an `-Xlog` file name is used as given.
+    ///
+    /// [`from_os`]: InitArgs::from_os
+    raw: HashMap<String, Vec<u8>>,
 }
 
 impl InitArgs {
@@ -39,6 +46,35 @@ impl InitArgs {
             options: options.into_iter().map(Into::into).collect(),
             ignore_unrecognized: false,
             output: Output::standard(),
+            raw: HashMap::new(),
+        }
+    }
+
+    /// Arguments from options as the OS gives them (`argv`, a C string's bytes). An option
+    /// that is not UTF-8 is read lossily — it earns the message its text earns — except that
+    /// an `-Xlog` output's file name is used as the bytes given, as java uses it.
+    pub fn from_os<I, S>(options: I) -> InitArgs
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let mut raw = HashMap::new();
+        let options = options
+            .into_iter()
+            .map(|o| {
+                let text = lossy(o.as_ref());
+                if text.as_bytes() != o.as_ref().as_bytes() {
+                    raw.entry(text.clone())
+                        .or_insert_with(|| o.as_ref().as_bytes().to_vec());
+                }
+                text
+            })
+            .collect();
+        InitArgs {
+            options,
+            ignore_unrecognized: false,
+            output: Output::standard(),
+            raw,
         }
     }
 
@@ -76,7 +112,11 @@ pub(crate) fn parse_options(
     let env_value = env_options();
     let xlog = RefCell::new(LogConfig::new());
     let hook = |option: &str| -> Result<XlogAction, ArgError> {
-        match xlog.borrow_mut().apply(option) {
+        let applied = match args.raw.get(option) {
+            Some(bytes) => xlog.borrow_mut().apply_bytes(bytes),
+            None => xlog.borrow_mut().apply(option),
+        };
+        match applied {
             Ok(XlogStep::Continue) => Ok(XlogAction::Continue),
             Ok(XlogStep::Help) => {
                 output.write(Stream::Stdout, &xlog::help_text());

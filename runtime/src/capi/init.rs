@@ -1,8 +1,9 @@
 //! Creating and destroying a VM from C.
 
-use std::ffi::{c_char, c_int, c_void, CString};
+use std::ffi::{c_char, c_int, c_void, CStr, CString, OsStr};
+use std::os::unix::ffi::OsStrExt;
 
-use super::{c_text, fail, guard, EINVAL, ENOMEM, ERR, EVERSION, OK};
+use super::{fail, guard, EINVAL, ENOMEM, ERR, EVERSION, OK};
 use crate::error::{CreateError, ErrorCode};
 use crate::output::{Output, Stream};
 use crate::{InitArgs, Vm};
@@ -147,10 +148,12 @@ pub unsafe extern "C" fn rtvm_create(args: *const RtvmInitArgs, vm_out: *mut *mu
                 return fail(EINVAL, &format!("rtvm_create: option {i} is NULL"));
             }
             // SAFETY: the caller guarantees each entry is a NUL-terminated string. Bytes that
-            // are not UTF-8 become U+FFFD: the option earns the message its text earns.
-            options.push(unsafe { c_text(p) });
+            // are not UTF-8 become U+FFFD (the option earns the message its text earns),
+            // except in an -Xlog file name (`InitArgs::from_os`).
+            let bytes = unsafe { CStr::from_ptr(p) }.to_bytes();
+            options.push(OsStr::from_bytes(bytes));
         }
-        let mut init = InitArgs::new(options).ignore_unrecognized(a.ignore_unrecognized != 0);
+        let mut init = InitArgs::from_os(options).ignore_unrecognized(a.ignore_unrecognized != 0);
         if let Some(f) = a.output {
             let hook = CHook {
                 f,

@@ -7,6 +7,7 @@ use log::LevelFilter;
 
 use super::file::{FileOptions, LogFile};
 use super::format::{describe_decorators, parse_decorators, Decorator, DEFAULT_DECORATORS};
+use super::output::{output_name, path_of, replace, split_fields, OutputName};
 use super::selection::{parse_selection, tag_set_count, Selection};
 use super::tags::{level_name, tag_set_index, tag_set_tags, LEVELS};
 
@@ -152,14 +153,21 @@ impl LogConfig {
 
     /// Applies one `-Xlog` option (as given: `-Xlog`, `-Xlog:gc=debug:file=gc.log`, ...).
     pub fn apply(&mut self, option: &str) -> Result<XlogStep, XlogError> {
+        self.apply_bytes(option.as_bytes())
+    }
+
+    /// [`apply`](LogConfig::apply) on the option's bytes as the OS gave them: a file name that
+    /// is not UTF-8 is used as given (messages show its bad bytes as U+FFFD).
+    pub fn apply_bytes(&mut self, option: &[u8]) -> Result<XlogStep, XlogError> {
+        let lossy = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
         let err = |details: Vec<String>| XlogError {
             details,
-            option: option.to_owned(),
+            option: lossy(option),
         };
-        let rest = match option.strip_prefix("-Xlog") {
-            Some("") => {
+        let rest = match option.strip_prefix(b"-Xlog") {
+            Some(b"") => {
                 self.configure(
-                    "stdout",
+                    OutputName::Named("stdout".into()),
                     Some(DEFAULT_DECORATORS.to_vec()),
                     &[Selection::all(LevelFilter::Info)],
                     None,
@@ -167,16 +175,16 @@ impl LogConfig {
                 .map_err(|d| err(vec![d]))?;
                 return Ok(XlogStep::Continue);
             }
-            Some(r) => r.strip_prefix(':').ok_or_else(|| err(Vec::new()))?,
+            Some(r) => r.strip_prefix(b":").ok_or_else(|| err(Vec::new()))?,
             None => return Err(err(Vec::new())),
         };
         match rest {
-            "help" => return Ok(XlogStep::Help),
-            "disable" => {
+            b"help" => return Ok(XlogStep::Help),
+            b"disable" => {
                 self.disable();
                 return Ok(XlogStep::Continue);
             }
-            "async" => {
+            b"async" => {
                 self.async_mode = true;
                 return Ok(XlogStep::Continue);
             }
@@ -186,15 +194,19 @@ impl LogConfig {
         if let Some(excess) = excess {
             self.notice(
                 log::Level::Warn,
-                format!("Ignoring excess -Xlog options: \"{excess}\""),
+                format!("Ignoring excess -Xlog options: \"{}\"", lossy(excess)),
             );
         }
-        let what = fields.first().copied().unwrap_or("");
-        let output = fields.get(1).copied().unwrap_or("");
-        let decorators = fields.get(2).copied().unwrap_or("");
-        let options = fields.get(3).copied().filter(|o| !o.is_empty());
+        let field = |i: usize| fields.get(i).copied().unwrap_or(b"");
+        let what = lossy(field(0));
+        let decorators = lossy(field(2));
+        let options = Some(lossy(field(3))).filter(|o| !o.is_empty());
 
-        let what = if what.is_empty() { "all" } else { what };
+        let what = if what.is_empty() {
+            "all"
+        } else {
+            what.as_str()
+        };
         let texts: Vec<&str> = what.split(',').collect();
         if texts.len() > MAX_SELECTIONS {
             return Err(err(vec![format!(
@@ -218,15 +230,17 @@ impl LogConfig {
                 self.notice(log::Level::Warn, w);
             }
         }
-        let decorators = parse_decorators(decorators).map_err(|d| err(vec![d]))?;
-        let name = output_name(output).map_err(|d| err(vec![d]))?;
-        self.configure(&name, Some(decorators), &selections, options)
+        let decorators = parse_decorators(&decorators).map_err(|d| err(vec![d]))?;
+        let names: Vec<String> = self.outputs.iter().map(|o| o.name.clone()).collect();
+        let name = output_name(field(1), &names).map_err(|d| err(vec![d]))?;
+        let shown = self.expand(&name).display();
+        self.configure(name, Some(decorators), &selections, options.as_deref())
             .map_err(|d| {
                 err(vec![
                     d,
                     format!(
-                        "Initialization of output '{name}' using options '{}' failed.",
-                        options.unwrap_or("(null)")
+                        "Initialization of output '{shown}' using options '{}' failed.",
+                        options.as_deref().unwrap_or("(null)")
                     ),
                 ])
             })?;
@@ -234,16 +248,18 @@ impl LogConfig {
     }
 
     /// Applies `selections` (and decorators) to the output `name`, creating a file output if
-    /// it does not exist yet.
+    /// it does not exist yet. A file output left with every tag set off is closed and
+    /// dropped from the configuration, as HotSpot does.
     fn configure(
         &mut self,
-        name: &str,
+        name: OutputName,
         decorators: Option<Vec<Decorator>>,
         selections: &[Selection],
         options: Option<&str>,
     ) -> Result<(), String> {
-        let name = self.expand(name);
-        let index = match self.outputs.iter().position(|o| o.name == name) {
+        let name = self.expand(&name);
+        let shown = name.display();
+        let index = match self.outputs.iter().position(|o| o.name == shown) {
             Some(i) => {
                 if options.is_some() {
                     // Logged with the output's new decorators, after the change, as HotSpot does.
@@ -252,27 +268,44 @@ impl LogConfig {
                         log::Level::Warn,
                         "Output options for existing outputs are ignored.".into(),
                     );
+                    self.drop_if_off(i);
                     return Ok(());
                 }
                 i
             }
             None => {
-                let path = name.strip_prefix("file=").unwrap_or(&name).to_owned();
+                let OutputName::File(file) = &name else {
+                    // stdout and stderr always exist, and an index names an existing output.
+                    return Err(format!("Invalid output '{shown}'"));
+                };
                 let file_options = match options {
                     Some(o) => FileOptions::parse(o)?,
                     None => FileOptions::default(),
                 };
-                let file = LogFile::open(&path, file_options)?;
+                let mut traces = Vec::new();
+                let log_file = LogFile::open(&path_of(file), file_options, &mut |t| traces.push(t));
+                for t in traces {
+                    self.notice(log::Level::Trace, t);
+                }
                 self.outputs.push(OutputConfig::new(
-                    name.clone(),
-                    Dest::File(Box::new(file), file_options),
+                    shown,
+                    Dest::File(Box::new(log_file?), file_options),
                     LevelFilter::Off,
                 ));
                 self.outputs.len() - 1
             }
         };
         self.apply_to(index, decorators, selections);
+        self.drop_if_off(index);
         Ok(())
+    }
+
+    /// Drops the file output at `index` if every tag set is off for it.
+    fn drop_if_off(&mut self, index: usize) {
+        let o = &self.outputs[index];
+        if matches!(o.dest, Dest::File(..)) && o.levels.iter().all(|l| *l == LevelFilter::Off) {
+            self.outputs.remove(index);
+        }
     }
 
     fn apply_to(
@@ -301,12 +334,14 @@ impl LogConfig {
     }
 
     /// Expands `%p` and `%t` in a file output's name.
-    fn expand(&self, name: &str) -> String {
-        if !name.starts_with("file=") {
-            return name.to_owned();
+    fn expand(&self, name: &OutputName) -> OutputName {
+        match name {
+            OutputName::Named(_) => name.clone(),
+            OutputName::File(f) => {
+                let f = replace(f, b"%p", std::process::id().to_string().as_bytes());
+                OutputName::File(replace(&f, b"%t", self.stamp.as_bytes()))
+            }
         }
-        name.replace("%p", &std::process::id().to_string())
-            .replace("%t", &self.stamp)
     }
 
     /// The configuration dump of `-Xlog:logging`: one line per output,
@@ -333,81 +368,6 @@ impl LogConfig {
             })
             .collect()
     }
-}
-
-/// Splits the text after `-Xlog:` at colons outside quotes into at most four fields; returns
-/// the rest after a fourth colon as "excess".
-fn split_fields(rest: &str) -> Result<(Vec<&str>, Option<&str>), String> {
-    let mut fields = Vec::new();
-    let mut start = 0;
-    let bytes = rest.as_bytes();
-    let mut i = 0;
-    while i <= bytes.len() {
-        if fields.len() == 4 {
-            return Ok((fields, Some(&rest[start..])));
-        }
-        match bytes.get(i) {
-            Some(b'"') => match rest[i + 1..].find('"') {
-                Some(end) => i += end + 2,
-                None => {
-                    return Err(format!(
-                        "Missing terminating quote in -Xlog option '{}'",
-                        &rest[start..]
-                    ))
-                }
-            },
-            Some(b':') => {
-                fields.push(&rest[start..i]);
-                start = i + 1;
-                i += 1;
-            }
-            Some(_) => i += 1,
-            None => {
-                fields.push(&rest[start..]);
-                break;
-            }
-        }
-    }
-    Ok((fields, None))
-}
-
-/// The output an output field names: `stdout`, `stderr` or `file=<name>` (a bare name is a
-/// file; quotes around the whole name are removed).
-fn output_name(field: &str) -> Result<String, String> {
-    match field {
-        "" | "stdout" => return Ok("stdout".into()),
-        "stderr" => return Ok("stderr".into()),
-        _ => {}
-    }
-    let quote = field.find('"');
-    let equals = field.find('=').filter(|&e| quote.is_none_or(|q| e < q));
-    let (prefix, name) = match equals {
-        Some(e) => field.split_at(e + 1),
-        None => ("file=", field),
-    };
-    let name = match quote {
-        None => name,
-        Some(_) => {
-            let inner = name.strip_prefix('"').and_then(|n| n.strip_suffix('"'));
-            match inner {
-                Some(inner) if !inner.contains('"') => inner,
-                _ if name.matches('"').count() == 1 => {
-                    return Err(
-                        "Output name has opening quote but is missing a terminating quote.".into(),
-                    )
-                }
-                _ => return Err(
-                    "Output name can not be partially quoted. Either surround the whole name with quotation marks, or do not use quotation marks at all."
-                        .into(),
-                ),
-            }
-        }
-    };
-    let full = format!("{prefix}{name}");
-    if !full.starts_with("file=") {
-        return Err(format!("Unsupported log output type: {full}"));
-    }
-    Ok(full)
 }
 
 /// The shortest description of an output's levels: `all=<most common level>`, then, greedily,
@@ -614,19 +574,6 @@ mod tests {
             c.notices[0].to[0].0, "stdout",
             "logged where warnings went then"
         );
-    }
-
-    #[test]
-    fn output_names() {
-        assert_eq!(output_name("").unwrap(), "stdout");
-        assert_eq!(
-            output_name("STDOUT").unwrap(),
-            "file=STDOUT",
-            "names are case-sensitive"
-        );
-        assert_eq!(output_name("\"stdout\"").unwrap(), "file=stdout");
-        assert_eq!(output_name("\"file=x.log\"").unwrap(), "file=file=x.log");
-        assert_eq!(output_name("file=\"a b.log\"").unwrap(), "file=a b.log");
     }
 
     #[test]

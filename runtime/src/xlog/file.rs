@@ -1,12 +1,12 @@
 //! File outputs: opening with HotSpot's rules, and rotation.
 //!
-//! * A file output rotates by default (`filecount=5`, `filesize=20M`): when the file reaches
-//!   the size it is renamed to `<name>.<n>` and a new one is started; an existing log is
-//!   archived the same way when the VM starts.
+//! * A file output rotates by default (`filecount=5`, `filesize=20M`): once a write brings
+//!   the file to the size it is renamed to `<name>.<n>` and a new one is started; an
+//!   existing log is archived the same way when the VM starts.
 //! * Rotation renames, so it is refused for anything that is not a regular file — a device
 //!   node, a directory — with HotSpot's message; a FIFO given without `filecount` just does
 //!   not rotate. With `filecount=0` any path that can be opened for appending works
-//!   (`/dev/null`, `/dev/stdout`, a FIFO).
+//!   (`/dev/null`, `/dev/stdout`, a FIFO); an existing regular file is truncated.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -59,14 +59,12 @@ impl FileOptions {
                     o.count_given = true;
                 }
                 ("filesize", true) => {
-                    o.size = rtvm_flags::value::parse_unsigned(value)
-                        .filter(|_| !value.to_ascii_lowercase().starts_with("0x"))
-                        .ok_or_else(|| {
-                            format!(
-                                "Invalid option: filesize must be in range [0, {}]",
-                                u64::MAX
-                            )
-                        })?;
+                    o.size = rtvm_flags::value::parse_unsigned(value).ok_or_else(|| {
+                        format!(
+                            "Invalid option: filesize must be in range [0, {}]",
+                            u64::MAX
+                        )
+                    })?;
                 }
                 _ => return Err(format!("Invalid option '{key}' for log file output.")),
             }
@@ -110,9 +108,20 @@ fn open_append(path: &Path) -> io::Result<File> {
 
 impl LogFile {
     /// Opens (creating or appending to) the file at `path`; the error is HotSpot's line.
-    pub(crate) fn open(path: &str, mut options: FileOptions) -> Result<LogFile, String> {
-        let p = PathBuf::from(path);
-        let existing = std::fs::metadata(&p).ok();
+    /// `trace` gets HotSpot's `logging=trace` lines about it: the options, and the previous
+    /// log archived (rotation) or truncated (`filecount=0`).
+    pub(crate) fn open(
+        p: &Path,
+        mut options: FileOptions,
+        trace: &mut dyn FnMut(String),
+    ) -> Result<LogFile, String> {
+        let path = p.display();
+        trace(format!(
+            "Initializing logging to file '{path}' (filecount: {}, filesize: {} KiB).",
+            options.count,
+            options.size / 1024
+        ));
+        let existing = std::fs::metadata(p).ok();
         if let Some(m) = &existing {
             if m.file_type().is_fifo() && !options.count_given {
                 // A named pipe is read as it is written: rotation makes no sense for it.
@@ -128,9 +137,13 @@ impl LogFile {
                     ));
                 }
                 // Keep the previous run's log: archive it as the next file of the set.
-                next_archive = first_free_archive(&p, options.count);
-                let archive = archive_name(&p, next_archive);
-                if let Err(e) = std::fs::rename(&p, &archive) {
+                next_archive = first_free_archive(p, options.count);
+                let archive = archive_name(p, next_archive);
+                trace(format!(
+                    "Existing log file found, saving it as '{}'",
+                    archive.display()
+                ));
+                if let Err(e) = std::fs::rename(p, &archive) {
                     return Err(format!(
                         "Could not rename log file '{path}' to '{}' ({})",
                         archive.display(),
@@ -142,16 +155,27 @@ impl LogFile {
                 next_archive = (next_archive + 1) % options.count;
             }
         }
-        let file = open_append(&p).map_err(|e| {
+        let file = open_append(p).map_err(|e| {
             let errno = rtvm_os_linux::Errno::from_raw(e.raw_os_error().unwrap_or(0));
             format!(
                 "Error opening log file '{path}': {}",
                 rtvm_os_linux::strerror(errno)
             )
         })?;
+        // Without rotation an existing regular file starts empty, as in HotSpot.
+        if options.count == 0 && existing.as_ref().is_some_and(|m| m.file_type().is_file()) {
+            trace("Truncating log file".into());
+            if let Err(e) = file.set_len(0) {
+                let errno = rtvm_os_linux::Errno::from_raw(e.raw_os_error().unwrap_or(0));
+                return Err(format!(
+                    "Failed to truncate log file '{path}': {}",
+                    rtvm_os_linux::strerror(errno)
+                ));
+            }
+        }
         let written = file.metadata().map(|m| m.len()).unwrap_or(0);
         Ok(LogFile {
-            path: p,
+            path: p.to_path_buf(),
             file,
             written,
             options,
@@ -184,13 +208,13 @@ fn first_free_archive(path: &Path, count: u32) -> u32 {
 
 impl Write for LogFile {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let o = self.options;
-        if o.count > 0 && o.size > 0 && self.written > 0 && self.written + buf.len() as u64 > o.size
-        {
-            self.rotate()?;
-        }
         self.file.write_all(buf)?;
         self.written += buf.len() as u64;
+        // As HotSpot: the write that brings the file to its size is the last one in it.
+        let o = self.options;
+        if o.count > 0 && o.size > 0 && self.written >= o.size {
+            self.rotate()?;
+        }
         Ok(buf.len())
     }
 
@@ -217,6 +241,11 @@ mod tests {
             1024
         );
         assert_eq!(FileOptions::parse("filesize=1t").unwrap().size, 1 << 40);
+        assert_eq!(
+            FileOptions::parse("filesize=0x10").unwrap().size,
+            16,
+            "hex, as java"
+        );
         for bad in [
             "filecount=x",
             "filecount=1001",
@@ -267,7 +296,21 @@ mod tests {
         let path = d.join("x.log");
         std::fs::write(&path, "old run\n").unwrap();
         let o = FileOptions::parse("filecount=2,filesize=10").unwrap();
-        let mut f = LogFile::open(path.to_str().unwrap(), o).unwrap();
+        let mut traces = Vec::new();
+        let mut f = LogFile::open(&path, o, &mut |t| traces.push(t)).unwrap();
+        assert_eq!(
+            traces,
+            [
+                format!(
+                    "Initializing logging to file '{}' (filecount: 2, filesize: 0 KiB).",
+                    path.display()
+                ),
+                format!(
+                    "Existing log file found, saving it as '{}.0'",
+                    path.display()
+                ),
+            ]
+        );
         assert_eq!(
             std::fs::read_to_string(d.join("x.log.0")).unwrap(),
             "old run\n"
@@ -276,14 +319,29 @@ mod tests {
             f.write_all(b"12345678\n").unwrap();
         }
         assert!(d.join("x.log.1").exists());
-        assert!(std::fs::read(&path).unwrap().len() <= 10);
+        assert_eq!(
+            std::fs::read(&path).unwrap().len(),
+            9,
+            "rotated after the write that filled it"
+        );
+        // filecount=0: no archive, the old log truncated.
+        std::fs::write(&path, "old run\n").unwrap();
+        let mut traces = Vec::new();
+        let fc0 = FileOptions::parse("filecount=0").unwrap();
+        drop(LogFile::open(&path, fc0, &mut |t| traces.push(t)).unwrap());
+        assert_eq!(traces[1], "Truncating log file");
+        assert_eq!(std::fs::read(&path).unwrap().len(), 0);
         std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    fn open(path: &str, o: FileOptions) -> Result<LogFile, String> {
+        LogFile::open(Path::new(path), o, &mut |_| {})
     }
 
     #[test]
     fn non_regular_files() {
         let d = dir("nonreg");
-        let e = LogFile::open(d.to_str().unwrap(), FileOptions::default()).unwrap_err();
+        let e = open(d.to_str().unwrap(), FileOptions::default()).unwrap_err();
         assert_eq!(
             e,
             format!(
@@ -293,14 +351,14 @@ mod tests {
         );
         let no_rotation = FileOptions::parse("filecount=0").unwrap();
         assert_eq!(
-            LogFile::open(d.to_str().unwrap(), no_rotation).unwrap_err(),
+            open(d.to_str().unwrap(), no_rotation).unwrap_err(),
             format!("Error opening log file '{}': Is a directory", d.display())
         );
-        let mut null = LogFile::open("/dev/null", no_rotation).unwrap();
+        let mut null = open("/dev/null", no_rotation).unwrap();
         null.write_all(b"x\n").unwrap();
-        assert!(LogFile::open("/dev/null", FileOptions::default()).is_err());
+        assert!(open("/dev/null", FileOptions::default()).is_err());
         assert_eq!(
-            LogFile::open("/nonexistent-dir/q.log", FileOptions::default()).unwrap_err(),
+            open("/nonexistent-dir/q.log", FileOptions::default()).unwrap_err(),
             "Error opening log file '/nonexistent-dir/q.log': No such file or directory"
         );
         std::fs::remove_dir_all(&d).unwrap();

@@ -7,6 +7,7 @@
 //! | `tags` | HotSpot 17's tags and tag sets (`hotspot_tags`, generated), levels, fuzzy matching |
 //! | `selection` | one selection (`gc+heap*=debug`) and HotSpot's suggestions for unmatched ones |
 //! | `config` | the configuration: outputs, levels per tag set, decorators, built option by option |
+//! | `output` | an option's fields and the output it names (`stdout`, `#2`, a file name's bytes) |
 //! | `file` | file outputs: opening, rotation, the non-regular-file rules |
 //! | `format` | decorators and the line format |
 //! | `dispatch` | the process's logger, `-Xlog:async`, install and restore |
@@ -24,6 +25,7 @@ mod file;
 mod format;
 mod help;
 mod hotspot_tags;
+mod output;
 mod selection;
 mod tags;
 
