@@ -223,6 +223,10 @@ pub fn launch(program: &str, args: &[OsString], mains: &Mains) -> i32 {
                     emit(Stream::Stderr, CREATE_FAILED);
                     1
                 }
+                ErrorKind::OutOfMemory => {
+                    emit(Stream::Stdout, &e.message);
+                    1
+                }
                 _ => {
                     if e.code != ErrorCode::Exited {
                         emit(Stream::Stderr, &e.message);

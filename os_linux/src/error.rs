@@ -32,7 +32,7 @@ pub enum Operation {
 /// A failed OS memory operation.
 ///
 /// Displays like HotSpot's warning:
-/// `os::commit_memory(0x00000000c0000000, 1073741824, 0) failed; error='Cannot allocate memory' (errno=12)`.
+/// `os::commit_memory(0x00000000c0000000, 1073741824, 0) failed; error='Not enough space' (errno=12)`.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub struct OsError {
     /// What was attempted.
@@ -55,9 +55,10 @@ impl OsError {
         }
     }
 
-    /// The errno's description, as `strerror` gives it (`Cannot allocate memory`).
+    /// The errno's description as HotSpot words it in these messages (POSIX's: `Not
+    /// enough space` for `ENOMEM`; see [`posix_description`]).
     pub fn description(&self) -> String {
-        strerror(self.errno)
+        posix_description(self.errno)
     }
 
     /// Whether the failure means "not enough memory" (address space, commit charge, limits).
@@ -91,7 +92,40 @@ impl fmt::Display for OsError {
     }
 }
 
-/// The C library's description of an errno (`strerror`), as HotSpot prints it.
+/// An errno's description in the words of POSIX's `<errno.h>` — the words HotSpot prints
+/// in `error='...' (errno=N)` (its own table, not the C library's: `Not enough space`
+/// where glibc says `Cannot allocate memory`). Errnos POSIX does not describe fall back to
+/// [`strerror`].
+pub fn posix_description(errno: Errno) -> String {
+    let text = match errno {
+        Errno::E2BIG => "Argument list too long",
+        Errno::EACCES => "Permission denied",
+        Errno::EAGAIN => "Resource unavailable, try again",
+        Errno::EBADF => "Bad file descriptor",
+        Errno::EBUSY => "Device or resource busy",
+        Errno::EEXIST => "File exists",
+        Errno::EFAULT => "Bad address",
+        Errno::EFBIG => "File too large",
+        Errno::EINTR => "Interrupted function",
+        Errno::EINVAL => "Invalid argument",
+        Errno::EIO => "I/O error",
+        Errno::EMFILE => "File descriptor value too large",
+        Errno::ENFILE => "Too many files open in system",
+        Errno::ENODEV => "No such device",
+        Errno::ENOENT => "No such file or directory",
+        Errno::ENOMEM => "Not enough space",
+        Errno::ENOSPC => "No space left on device",
+        Errno::ENOSYS => "Functionality not supported",
+        Errno::ENXIO => "No such device or address",
+        Errno::EOVERFLOW => "Value too large to be stored in data type",
+        Errno::EPERM => "Operation not permitted",
+        Errno::ESRCH => "No such process",
+        _ => return strerror(errno),
+    };
+    text.to_owned()
+}
+
+/// The C library's description of an errno (`strerror`), for rtvm's own messages.
 pub fn strerror(errno: Errno) -> String {
     let text = std::io::Error::from_raw_os_error(errno as i32).to_string();
     match text.rfind(" (os error ") {
@@ -112,7 +146,7 @@ mod tests {
         let e = OsError::new(Operation::Commit, 0xc000_0000, 1 << 30, Errno::ENOMEM);
         assert_eq!(
             e.to_string(),
-            "os::commit_memory(0x00000000c0000000, 1073741824, 0) failed; error='Cannot allocate memory' (errno=12)"
+            "os::commit_memory(0x00000000c0000000, 1073741824, 0) failed; error='Not enough space' (errno=12)"
         );
         let e = OsError::new(Operation::Pretouch, 0x1000, 0x2000, Errno::EFAULT);
         assert_eq!(

@@ -42,7 +42,7 @@ mod sys;
 pub mod system;
 pub mod thread;
 
-pub use error::{strerror, Operation, OsError, Result};
+pub use error::{posix_description, strerror, Operation, OsError, Result};
 pub use memory::{HugePageAdvice, Reservation};
 pub use naming::naming_supported;
 pub use pages::{base_page_size, PageInfo, SysRoots, ThpMode};

@@ -145,7 +145,7 @@ fn commit_failure_leaves_the_range_reserved() {
     assert!(out.status.success(), "{text}");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let line = value_after(&stdout, "ERROR: ").expect(&text);
-    let pattern = "failed; error='Cannot allocate memory' (errno=12)";
+    let pattern = "failed; error='Not enough space' (errno=12)";
     assert!(
         line.starts_with("os::commit_memory(0x") && line.ends_with(pattern),
         "{line}"
@@ -167,9 +167,7 @@ fn reservation_failure_under_rlimit_as() {
     assert!(out.status.success(), "{}", describe(&out));
     assert!(
         value_after(&stdout, "ERROR: ")
-            == Some(
-                "os::reserve_memory(17179869184) failed; error='Cannot allocate memory' (errno=12)"
-            ),
+            == Some("os::reserve_memory(17179869184) failed; error='Not enough space' (errno=12)"),
         "{}",
         describe(&out)
     );

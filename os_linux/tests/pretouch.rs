@@ -394,7 +394,7 @@ fn populate_write_hard_errors_name_the_range() -> Outcome {
         "{err}"
     );
     assert!(
-        err.ends_with("was not made resident; error='Cannot allocate memory' (errno=12)"),
+        err.ends_with("was not made resident; error='Not enough space' (errno=12)"),
         "{err}"
     );
     Ok(())

@@ -143,6 +143,13 @@ pub enum ErrorKind {
     /// an argument error (`The Java thread stack size specified is too small...`): the
     /// message goes to stdout, then `Error: Could not create the virtual machine.` on stderr.
     ArgumentsStdout,
+    /// Native memory ran out while the VM set itself up (HotSpot's `vm_exit_out_of_memory`:
+    /// the initial heap could not be committed). The VM has printed HotSpot's
+    /// `INFO: os::commit_memory(...) failed; error='Not enough space' (errno=12)` warning;
+    /// the message — `# There is insufficient memory for the rtvm Runtime Environment to
+    /// continue.` and what failed — goes to stdout; exit status 1. (No error report file is
+    /// written.)
+    OutOfMemory,
 }
 
 /// Why [`Vm::create`](crate::Vm::create) failed. Nothing the creation made is left behind.
@@ -205,11 +212,28 @@ impl From<ArgError> for CreateError {
     }
 }
 
-/// The heap could not be set up: `Error occurred during initialization of VM` and the message.
+/// The heap could not be set up: `Error occurred during initialization of VM` and the message
+/// — or, when committing the initial heap ran out of memory, HotSpot's out-of-memory report.
 impl From<HeapError> for CreateError {
     fn from(e: HeapError) -> CreateError {
-        CreateError::init(ErrorCode::from(&e), format!("{e}\n"))
+        match &e {
+            HeapError::Commit(os) if os.is_out_of_memory() => CreateError {
+                code: ErrorCode::NoMem,
+                kind: ErrorKind::OutOfMemory,
+                message: out_of_memory_report(os.len, "committing reserved memory."),
+            },
+            _ => CreateError::init(ErrorCode::from(&e), format!("{e}\n")),
+        }
     }
+}
+
+/// HotSpot's report when native memory runs out (`vm_exit_out_of_memory` for a failed
+/// `mmap`), without the line about an error report file (rtvm writes none).
+pub(crate) fn out_of_memory_report(bytes: usize, detail: &str) -> String {
+    format!(
+        "#\n# There is insufficient memory for the rtvm Runtime Environment to continue.\n\
+         # Native memory allocation (mmap) failed to map {bytes} bytes. Error detail: {detail}\n"
+    )
 }
 
 /// A thread the VM needed could not start: `ENOMEM` for memory, `EAGAIN` for limits.

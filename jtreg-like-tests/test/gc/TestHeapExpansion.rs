@@ -85,7 +85,7 @@ pub fn main(vm: &Vm, args: &[String]) -> TestResult {
         Some("failure") => {
             let out = ProcessTools::execute_limited_test_vm(&["-Xms16m", "-Xmx1g", "TestHeapExpansion", "failure-child"])?;
             out.should_have_exit_value(0)?
-                .should_match("expansion failed: os::commit_memory\\(0x[0-9a-f]+, 536870912, 0\\) failed; error='Cannot allocate memory' \\(errno=12\\)")?
+                .should_match("expansion failed: os::commit_memory\\(0x[0-9a-f]+, 536870912, 0\\) failed; error='Not enough space' \\(errno=12\\)")?
                 .stdout_should_contain("old heap usable")?
                 .stdout_should_contain("smaller expansion ok")?;
             Ok(())

@@ -86,7 +86,7 @@ pub fn main(vm: &Vm, args: &[String]) -> TestResult {
             child(&a, Some("23:12"))?
                 .should_have_exit_value(1)?
                 .stdout_should_contain("Error occurred during initialization of VM")?
-                .should_match("os::pretouch_memory\\(0x[0-9a-f]+, 4194304\\) failed: \\[0x[0-9a-f]+, 0x[0-9a-f]+\\) was not made resident; error='Cannot allocate memory' \\(errno=12\\)")?;
+                .should_match("os::pretouch_memory\\(0x[0-9a-f]+, 4194304\\) failed: \\[0x[0-9a-f]+, 0x[0-9a-f]+\\) was not made resident; error='Not enough space' \\(errno=12\\)")?;
             Ok(())
         }
         other => Err(TestFailure(format!("unknown mode {other:?}")).into()),
