@@ -134,7 +134,7 @@ pub fn parse(
 
     // Pre-scan: options that change how everything else is processed.
     let mut settings_file = None;
-    for arg in env_args.iter().chain(&cmd_args) {
+    for (arg, _) in env_args.iter().chain(&cmd_args) {
         match arg.as_str() {
             "-XX:+PrintFlagsInitial" => {
                 return Ok(Parsed {
@@ -146,7 +146,7 @@ pub fn parse(
             }
             "-XX:+PrintVMOptions" | "-XX:-PrintVMOptions" => {
                 let on = arg.starts_with("-XX:+");
-                let source = if cmd_args.contains(arg) {
+                let source = if cmd_args.iter().any(|(a, _)| a == arg) {
                     Source::CommandLine
                 } else {
                     Source::Environment
@@ -180,10 +180,10 @@ pub fn parse(
     }
     let sources = env_args
         .iter()
-        .map(|a| (a, Source::Environment))
-        .chain(cmd_args.iter().map(|a| (a, Source::CommandLine)));
-    for (arg, source) in sources {
-        parser.process(arg, source)?;
+        .map(|(a, f)| (a, Source::Environment, *f))
+        .chain(cmd_args.iter().map(|(a, f)| (a, Source::CommandLine, *f)));
+    for (arg, source, from_file) in sources {
+        parser.process(arg, source, from_file)?;
         if parser.stop.is_some() {
             break;
         }
@@ -196,17 +196,17 @@ pub fn parse(
     })
 }
 
-/// Replaces each `-XX:VMOptionsFile=<file>` by the options in the file. A file may not name
-/// another options file.
-fn expand_options_files(args: Vec<String>, container: &str) -> Result<Vec<String>, ArgError> {
-    if !args.iter().any(|a| a.starts_with("-XX:VMOptionsFile=")) {
-        return Ok(args);
-    }
+/// Replaces each `-XX:VMOptionsFile=<file>` by the options in the file, each marked `true`
+/// (from a file). A file may not name another options file.
+fn expand_options_files(
+    args: Vec<String>,
+    container: &str,
+) -> Result<Vec<(String, bool)>, ArgError> {
     let mut out = Vec::with_capacity(args.len());
     let mut seen: Option<String> = None;
     for arg in args {
         let Some(path) = arg.strip_prefix("-XX:VMOptionsFile=") else {
-            out.push(arg);
+            out.push((arg, false));
             continue;
         };
         if let Some(first) = &seen {
@@ -226,7 +226,7 @@ fn expand_options_files(args: Vec<String>, container: &str) -> Result<Vec<String
                  container '{container}' is an error.\n"
             )));
         }
-        out.extend(tokens);
+        out.extend(tokens.into_iter().map(|t| (t, true)));
     }
     Ok(out)
 }
@@ -242,8 +242,9 @@ struct Parser<'s> {
 }
 
 impl Parser<'_> {
-    /// Processes one option from the command line or the environment.
-    fn process(&mut self, arg: &str, source: Source) -> Result<(), ArgError> {
+    /// Processes one option from the command line or the environment (`from_file`: out of
+    /// a `-XX:VMOptionsFile`).
+    fn process(&mut self, arg: &str, source: Source, from_file: bool) -> Result<(), ArgError> {
         if let Some(rest) = arg.strip_prefix("-XX:") {
             if let Some(size) = rest.strip_prefix("MaxHeapSize=") {
                 // Parsed as -Xmx is, with its message (and echoed as any -XX: option).
@@ -274,9 +275,10 @@ impl Parser<'_> {
             return Ok(());
         }
         // -version and -showversion are the launcher's (and the embedder's, through the
-        // options of VM creation); in the environment variable java's VM does not know them.
+        // options of VM creation); in the environment variable or an options file java's VM
+        // does not know them.
         match arg {
-            "-version" | "-showversion" if source == Source::Environment => {}
+            "-version" | "-showversion" if source == Source::Environment || from_file => {}
             "-version" => {
                 self.stop = Some(StopReason::Version);
                 return Ok(());
