@@ -289,7 +289,8 @@ pub struct SideBySide<'a> {
 }
 
 /// A run's output with what legitimately differs between the VMs made equal: the version
-/// banner, the VM's name ("Java Virtual Machine", "OpenJDK 64-Bit Server VM"), the options
+/// banner, the VM's name ("Java Virtual Machine", "Java Runtime Environment", "OpenJDK
+/// 64-Bit Server VM"), the options
 /// variable's name, addresses.
 pub fn normalized(out: &OutputAnalyzer) -> (i32, String, String) {
     let norm = |text: &str| -> String {
@@ -307,6 +308,7 @@ pub fn normalized(out: &OutputAnalyzer) -> (i32, String, String) {
             .map(|l| {
                 let l = l
                     .replace("Java Virtual Machine", "virtual machine")
+                    .replace("Java Runtime Environment", "rtvm Runtime Environment")
                     .replace("OpenJDK 64-Bit Server VM warning", "rtvm warning")
                     .replace("JAVA_TOOL_OPTIONS", "RTVM_OPTIONS");
                 let l = hex_addresses().replace_all(&l, "0xADDR");
