@@ -318,3 +318,52 @@ impl Drop for FakeCgroups {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+/// What a VM's `-Xlog:os+container=trace,gc+init` output says about its container: the
+/// `os+container` messages before gc+init's first line (java asks again later, in its own
+/// rhythm), and gc+init's `CPUs: N total, M available` line.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Detection {
+    /// The messages, without decorations.
+    pub lines: Vec<String>,
+    /// gc+init's CPUs line (empty if none was logged).
+    pub cpus: String,
+}
+
+impl Detection {
+    /// Reads it from a VM's stdout.
+    pub fn from_stdout(stdout: &str) -> Detection {
+        let re = regex::Regex::new(r"^\[[^\]]*\]\[\w+ *\]\[([a-z,]+) *\] (.*)$")
+            .expect("a valid pattern");
+        let mut d = Detection::default();
+        let mut in_init = false;
+        for l in stdout.lines() {
+            let Some(c) = re.captures(l) else { continue };
+            match &c[1] {
+                "os,container" if !in_init => d.lines.push(c[2].to_owned()),
+                "gc,init" => {
+                    in_init = true;
+                    if c[2].starts_with("CPUs:") {
+                        d.cpus = c[2].to_owned();
+                    }
+                }
+                _ => {}
+            }
+        }
+        d
+    }
+
+    /// The two runs' messages side by side, `*` marking the lines that differ.
+    pub fn diff(&self, other: &Detection) -> String {
+        let mut diff = String::new();
+        for i in 0..self.lines.len().max(other.lines.len()) {
+            let (a, b) = (
+                self.lines.get(i).map_or("", String::as_str),
+                other.lines.get(i).map_or("", String::as_str),
+            );
+            let mark = if a == b { " " } else { "*" };
+            diff.push_str(&format!("{mark} rtvm: {a}\n  java: {b}\n"));
+        }
+        diff
+    }
+}

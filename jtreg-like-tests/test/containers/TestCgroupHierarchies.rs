@@ -18,7 +18,7 @@
  * @run driver TestCgroupHierarchies
  */
 
-use rtvm_jtreg::cgroup::FakeCgroups;
+use rtvm_jtreg::cgroup::{Detection, FakeCgroups};
 use rtvm_jtreg::testlib::*;
 
 const MB: u64 = 1 << 20;
@@ -153,23 +153,7 @@ struct Seen {
 }
 
 fn seen(out: &OutputAnalyzer) -> Result<Seen, TestFailure> {
-    let re = regex::Regex::new(r"^\[[^\]]*\]\[\w+ *\]\[([a-z,]+) *\] (.*)$").expect("a valid pattern");
-    let mut lines = Vec::new();
-    let mut cpus = String::new();
-    let mut in_init = false;
-    for l in out.stdout.lines() {
-        let Some(c) = re.captures(l) else { continue };
-        match &c[1] {
-            "os,container" if !in_init => lines.push(c[2].to_owned()),
-            "gc,init" => {
-                in_init = true;
-                if c[2].starts_with("CPUs:") {
-                    cpus = c[2].to_owned();
-                }
-            }
-            _ => {}
-        }
-    }
+    let Detection { lines, cpus } = Detection::from_stdout(&out.stdout);
     let value = |name: &str| -> Result<u64, TestFailure> {
         let line = out.first_match(&format!(r"^ *size_t {name} += \d+"))?.ok_or_else(|| TestFailure(format!("{name} is not in -XX:+PrintFlagsFinal")))?;
         line.split('=').nth(1).and_then(|v| v.split_whitespace().next()?.parse().ok()).ok_or_else(|| TestFailure(format!("no value in '{line}'")))
@@ -201,12 +185,8 @@ pub fn main(_vm: &Vm, _args: &[String]) -> TestResult {
         let java = run(&w, "java", case.options)?;
         check(!ours.lines.is_empty() && ours.lines[0] == "OSContainer::init: Initializing Container Support", || format!("{}: rtvm logged no detection: {ours:#?}", case.name))?;
         check(ours.lines == java.lines, || {
-            let mut diff = String::new();
-            for i in 0..ours.lines.len().max(java.lines.len()) {
-                let (a, b) = (ours.lines.get(i).map_or("", String::as_str), java.lines.get(i).map_or("", String::as_str));
-                diff.push_str(&format!("{} rtvm: {a}\n  java: {b}\n", if a == b { " " } else { "*" }));
-            }
-            format!("{}: os+container lines differ from java's:\n{diff}", case.name)
+            let d = Detection { lines: ours.lines.clone(), cpus: String::new() }.diff(&Detection { lines: java.lines.clone(), cpus: String::new() });
+            format!("{}: os+container lines differ from java's:\n{d}", case.name)
         })?;
         check(ours.sizes == java.sizes, || format!("{}: (MaxHeapSize, InitialHeapSize, MinHeapSize) rtvm {:?}, java {:?}", case.name, ours.sizes, java.sizes))?;
         check(ours.cpus == java.cpus, || format!("{}: gc+init: rtvm '{}', java '{}'", case.name, ours.cpus, java.cpus))?;
