@@ -18,12 +18,16 @@
 //! | [`stack`] | thread stacks: HotSpot's guard zones, a guarded signal stack, no writable window |
 //! | [`thread`] | threads on those stacks: start, exit hooks (also after `pthread_exit`), join |
 //! | [`signals`] | the guard-zone reporter, alternate signal stacks, chaining, install/restore |
+//! | [`quit`] | `SIGQUIT` counted and posted to a dispatcher (a futex), the host's handler kept |
+//! | [`attach`] | the attach listener's private socket, peer credentials, a poll waker |
+//! | [`perfmem`] | the `hsperfdata` file `jps` and the attach client read |
 //! | [`procfs`] | `status`, `smaps`, `smaps_rollup`, `maps` |
 //! | [`system`] | physical memory, processors, limits, tid, time |
 //! | `fault` | seccomp-based fault injection for tests (`testing` feature) |
 //!
 //! Log targets mirror HotSpot's `-Xlog` tags: `os`, `os+thread`, `pagesize`.
 
+pub mod attach;
 pub mod container;
 mod error;
 #[cfg(any(test, feature = "testing"))]
@@ -31,9 +35,11 @@ pub mod fault;
 pub mod memory;
 mod naming;
 pub mod pages;
+pub mod perfmem;
 pub mod pretouch;
 mod probe;
 pub mod procfs;
+pub mod quit;
 #[cfg(any(test, feature = "testing"))]
 pub mod setting;
 pub mod signals;

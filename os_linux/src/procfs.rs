@@ -287,6 +287,37 @@ pub fn present_pages(start: usize, end: usize) -> io::Result<usize> {
     Ok(present)
 }
 
+/// What `/proc/self/task/<tid>` says about one thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TaskStat {
+    /// The scheduler state letter (`R` running, `S` sleeping, `D` in uninterruptible wait,
+    /// `T` stopped, `Z` zombie, ...).
+    pub state: char,
+    /// CPU time consumed, nanoseconds (`schedstat`, or `stat`'s ticks where that is off).
+    pub cpu_ns: u64,
+}
+
+/// The state and CPU time of one of this process's threads; `None` once it is gone.
+pub fn task_stat(tid: i32) -> Option<TaskStat> {
+    let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
+    // The command may contain spaces and parentheses: the fields follow the last ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let cpu_ns = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat"))
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .or_else(|| {
+            // utime and stime are fields 14 and 15 (11 and 12 after the state).
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            let ticks: u64 = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+            // SAFETY: sysconf reads a constant.
+            let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+            Some(ticks * 1_000_000_000 / hz)
+        })?;
+    Some(TaskStat { state, cpu_ns })
+}
+
 /// Totals over several smaps entries.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Totals {

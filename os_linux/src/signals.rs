@@ -623,3 +623,63 @@ fn chain(sig: c_int, info: *mut libc::siginfo_t, ucontext: *mut c_void) {
     // SAFETY: restoring the mask saved above.
     unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &saved, std::ptr::null_mut()) };
 }
+
+/// One signal's action as HotSpot's `VM.info` prints it: who handles it, its mask (the
+/// first 32 signals, `1` blocked) and its flags —
+/// `SIGSEGV: rtvm's fault handler, mask=00000000000000000000000000000000, flags=SA_ONSTACK|SA_SIGINFO`.
+pub fn describe_action(sig: c_int, name: &str) -> String {
+    let a = query(sig);
+    let who = match a.sa_sigaction {
+        libc::SIG_DFL => "SIG_DFL".to_owned(),
+        libc::SIG_IGN => "SIG_IGN".to_owned(),
+        h if h == our_handler() => "rtvm's fault handler".to_owned(),
+        h if crate::quit::is_ours(h) => "rtvm's SIGQUIT handler".to_owned(),
+        h => format!("{h:#018x}"),
+    };
+    let mut mask = String::with_capacity(32);
+    for s in 1..=32 {
+        // SAFETY: sigismember reads the local action's mask.
+        let member = unsafe { libc::sigismember(&a.sa_mask, s) } == 1;
+        mask.push(if member { '1' } else { '0' });
+    }
+    let names = [
+        (libc::SA_ONSTACK, "SA_ONSTACK"),
+        (libc::SA_RESTART, "SA_RESTART"),
+        (libc::SA_SIGINFO, "SA_SIGINFO"),
+        (libc::SA_NODEFER, "SA_NODEFER"),
+        (libc::SA_RESETHAND, "SA_RESETHAND"),
+    ];
+    let flags: Vec<&str> = names
+        .iter()
+        .filter(|(f, _)| a.sa_flags & f != 0)
+        .map(|(_, n)| *n)
+        .collect();
+    format!(
+        "{name}: {who}, mask={mask}, flags={}",
+        if flags.is_empty() {
+            "none".to_owned()
+        } else {
+            flags.join("|")
+        }
+    )
+}
+
+/// [`describe_action`] for the signals HotSpot's `VM.info` lists.
+pub fn describe_actions() -> Vec<String> {
+    [
+        (libc::SIGSEGV, "SIGSEGV"),
+        (libc::SIGBUS, "SIGBUS"),
+        (libc::SIGFPE, "SIGFPE"),
+        (libc::SIGPIPE, "SIGPIPE"),
+        (libc::SIGXFSZ, "SIGXFSZ"),
+        (libc::SIGILL, "SIGILL"),
+        (libc::SIGQUIT, "SIGQUIT"),
+        (libc::SIGUSR2, "SIGUSR2"),
+        (libc::SIGHUP, "SIGHUP"),
+        (libc::SIGINT, "SIGINT"),
+        (libc::SIGTERM, "SIGTERM"),
+    ]
+    .iter()
+    .map(|&(sig, name)| describe_action(sig, name))
+    .collect()
+}

@@ -163,6 +163,22 @@ pub fn malloc_stats() -> Option<MallocStats> {
     }
 }
 
+/// Gives the C allocator's free memory back to the kernel (glibc `malloc_trim(0)`: every
+/// arena, holes below live blocks included); `false` where glibc is not the C library.
+pub fn malloc_trim() -> bool {
+    #[cfg(target_env = "gnu")]
+    {
+        // SAFETY: malloc_trim takes a padding argument and works on glibc's own state,
+        // thread-safely.
+        unsafe { libc::malloc_trim(0) };
+        true
+    }
+    #[cfg(not(target_env = "gnu"))]
+    {
+        false
+    }
+}
+
 /// A broken-down calendar time with the UTC offset that applied to it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CalendarTime {
@@ -232,6 +248,28 @@ pub fn calendar_now(utc: bool) -> CalendarTime {
         millis: now.subsec_millis(),
         utc_offset_secs: if utc { 0 } else { tm.tm_gmtoff },
     }
+}
+
+/// The current local time formatted by the C library's `strftime` (`%a %b %d %H:%M:%S %Z
+/// %Y` gives `Wed Dec 02 00:19:41 UTC 2026`, as Java's `Date.toString`); empty if the
+/// format cannot be used.
+pub fn strftime_now(format: &str) -> String {
+    let Ok(fmt) = std::ffi::CString::new(format) else {
+        return String::new();
+    };
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs() as libc::time_t;
+    let mut buf = [0u8; 256];
+    // SAFETY: localtime_r fills a local tm; strftime writes at most buf.len() bytes into the
+    // local buffer and returns how many.
+    let n = unsafe {
+        let mut tm: libc::tm = std::mem::zeroed();
+        libc::localtime_r(&secs, &mut tm);
+        libc::strftime(buf.as_mut_ptr().cast(), buf.len(), fmt.as_ptr(), &tm)
+    };
+    String::from_utf8_lossy(&buf[..n]).into_owned()
 }
 
 #[cfg(test)]
