@@ -57,8 +57,11 @@ pub enum Source {
     Environment,
     /// A `-XX:Flags=` settings file.
     ConfigFile,
-    /// Set by the embedding API at run time (manageable flags).
+    /// Set at run time by a diagnostic command (`jcmd VM.set_flag`) or the embedding API
+    /// (manageable flags).
     Management,
+    /// Set at run time through the attach mechanism's `setflag` (`jinfo -flag`).
+    Attach,
     /// Set by the VM itself for its own reasons.
     Internal,
 }
@@ -101,6 +104,7 @@ impl fmt::Display for Origin {
             Source::Environment => Some("environment"),
             Source::ConfigFile => Some("config file"),
             Source::Management => Some("management"),
+            Source::Attach => Some("attach"),
             Source::Internal => Some("internal"),
         };
         // As HotSpot 17 prints it: an ergonomic change replaces the origin, except that a flag

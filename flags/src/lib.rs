@@ -34,6 +34,7 @@ mod similarity;
 mod table;
 pub mod value;
 
+use std::fmt;
 use std::marker::PhantomData;
 use std::ops::Deref;
 use std::sync::Arc;
@@ -391,18 +392,120 @@ impl Settings {
 
     /// Freezes the settings into the VM's immutable flags.
     pub fn freeze(self) -> Flags {
-        Flags(Arc::new(self))
+        Flags {
+            live: Arc::new(std::sync::RwLock::new(self.clone())),
+            start: Arc::new(self),
+        }
     }
 }
 
-/// The VM's final, immutable flag values. Cloning is cheap.
+/// The VM's flag values once it runs. Cloning is cheap and every clone sees the same values.
+///
+/// Reads through `Deref` ([`Settings::get`] and the rest) see the values the VM started with;
+/// only `manageable` flags change after that ([`Flags::set_writeable`], HotSpot's
+/// `WriteableFlags`), and code that honours a change reads them with [`Flags::current`];
+/// [`Flags::snapshot`] has every current value (for listings).
 #[derive(Clone, Debug)]
-pub struct Flags(Arc<Settings>);
+pub struct Flags {
+    start: Arc<Settings>,
+    live: Arc<std::sync::RwLock<Settings>>,
+}
 
 impl Deref for Flags {
     type Target = Settings;
     fn deref(&self) -> &Settings {
-        &self.0
+        &self.start
+    }
+}
+
+/// Why [`Flags::set_writeable`] refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum WriteError {
+    /// No flag has this name (`flag X does not exist`).
+    NoSuchFlag(String),
+    /// The flag is not manageable (`only 'writeable' flags can be set`, or through attach
+    /// `flag 'X' cannot be changed`).
+    NotWriteable(String),
+    /// No value was given (`flag value is missing`).
+    MissingValue,
+    /// The value does not parse or is out of range: HotSpot's line for it.
+    Invalid(String),
+}
+
+impl fmt::Display for WriteError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WriteError::NoSuchFlag(n) => write!(f, "flag {n} does not exist"),
+            WriteError::NotWriteable(_) => f.write_str("only 'writeable' flags can be set"),
+            WriteError::MissingValue => f.write_str("flag value is missing"),
+            WriteError::Invalid(m) => f.write_str(m),
+        }
+    }
+}
+
+impl Flags {
+    /// A flag's current value (a manageable flag may have changed since start-up).
+    pub fn current<T: FlagRepr + ?Sized>(&self, flag: Flag<T>) -> Value {
+        self.live.read().unwrap_or_else(|p| p.into_inner()).values[flag.index].clone()
+    }
+
+    /// Every flag's current value and origin.
+    pub fn snapshot(&self) -> Settings {
+        self.live.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Sets a manageable flag while the VM runs, from `source` (`Management` for
+    /// `VM.set_flag`, `Attach` for `jinfo -flag`), with HotSpot's checks and messages:
+    /// booleans take `1`/`0`/`true`/`false`, numbers their type's syntax and range.
+    pub fn set_writeable(
+        &self,
+        name: &str,
+        value: Option<&str>,
+        source: Source,
+    ) -> Result<(), WriteError> {
+        let index = find_index(name).ok_or_else(|| WriteError::NoSuchFlag(name.to_owned()))?;
+        let info = &FLAGS[index];
+        if info.kind != FlagKind::Manageable {
+            return Err(WriteError::NotWriteable(name.to_owned()));
+        }
+        let text = value.ok_or(WriteError::MissingValue)?;
+        let invalid = |what: &str| WriteError::Invalid(format!("flag value must be {what}"));
+        let parsed = match info.ty {
+            FlagType::Bool => match text {
+                "1" | "true" => Value::Bool(true),
+                "0" | "false" => Value::Bool(false),
+                _ => return Err(invalid("a boolean (1/0 or true/false)")),
+            },
+            FlagType::Int | FlagType::Intx => {
+                Value::Int(value::parse_signed(text).ok_or_else(|| invalid("an integer"))?)
+            }
+            FlagType::Uint | FlagType::Uintx | FlagType::Uint64 | FlagType::SizeT => Value::Uint(
+                value::parse_unsigned(text).ok_or_else(|| invalid("an unsigned integer"))?,
+            ),
+            FlagType::Double => {
+                Value::Double(value::parse_double(text).ok_or_else(|| invalid("a double"))?)
+            }
+            FlagType::Ccstr => Value::Str(text.to_owned().into()),
+        };
+        if info.check_range(&parsed).is_err() {
+            let range = info
+                .printed_range()
+                .map(|(lo, hi)| {
+                    format!(
+                        "{}...{}",
+                        lo.display_range_bound(),
+                        hi.display_range_bound()
+                    )
+                })
+                .unwrap_or_default();
+            return Err(WriteError::Invalid(format!(
+                "{name} error: must have value in range [{range}]"
+            )));
+        }
+        let mut live = self.live.write().unwrap_or_else(|p| p.into_inner());
+        live.set_value(index, parsed, Origin::from(source))
+            .map_err(WriteError::Invalid)
     }
 }
 

@@ -69,6 +69,8 @@ define_flags! {
         constraint(constraints::hold_background_pretouch, AfterErgo);
     product(bool, CreateCoredumpOnCrash, true,
         "Create core/mini dump on VM fatal error");
+    product(bool, DisableAttachMechanism, false,
+        "Disable mechanism that allows tools to attach to this VM: no attach listener, SIGQUIT always prints a thread dump, and the perf data says so");
     diagnostic(bool, DelayThreadStartALot, false,
         "Delay each thread start by 100ms between the start handshake and the thread's own set-up, widening the window in which an unmitigated stack can turn into huge pages");
     diagnostic(bool, DisableTHPStackMitigation, false,
@@ -114,6 +116,13 @@ define_flags! {
     product_pd(size_t, PreTouchParallelChunkSize, pd::PRETOUCH_CHUNK,
         "Per-thread chunk size for parallel memory pre-touch")
         range(4 * K, SIZE_MAX_HALF);
+    product(bool, PerfDataSaveToFile, false,
+        "Save PerfData memory to hsperfdata_<pid> file on exit");
+    product(ccstr, PerfDataSaveFile, "",
+        "Save PerfData memory to the specified absolute pathname. The string %p in the file name (if present) will be replaced by pid");
+    product(intx, PerfDataMemorySize, 32 * K as i64,
+        "Size of performance data memory region. Will be rounded up to a multiple of the native os page size.")
+        range(128, 32 * 64 * K as i64);
     product(bool, PrintCommandLineFlags, false,
         "Print flags specified on command line or set by ergonomics");
     product(bool, PrintFlagsFinal, false,
@@ -127,7 +136,7 @@ define_flags! {
     product(bool, PrintVMOptions, false,
         "Print flags that appeared on the command line");
     product(bool, ReduceSignalUsage, false,
-        "Reduce the use of OS signals in Java and/or the VM: rtvm installs no signal handler at all (-Xrs)");
+        "Reduce the use of OS signals in Java and/or the VM: rtvm installs no signal handler at all (-Xrs): no SIGSEGV/SIGBUS reporter, no SIGQUIT dispatcher (the attach listener starts with the VM)");
     product_pd(intx, StackRedPages, pd::STACK_RED_PAGES,
         "Number of red zone (unrecoverable overflows) pages of size 4KB. If pages are bigger red zone is aligned up.")
         range(pd::MIN_STACK_RED_PAGES, pd::MAX_STACK_RED_PAGES);
@@ -140,6 +149,8 @@ define_flags! {
     product_pd(intx, StackYellowPages, pd::STACK_YELLOW_PAGES,
         "Number of yellow zone (recoverable overflows) pages of size 4KB. If pages are bigger yellow zone is aligned up.")
         range(pd::MIN_STACK_YELLOW_PAGES, pd::MAX_STACK_YELLOW_PAGES);
+    product(bool, StartAttachListener, false,
+        "Always start Attach Listener at VM startup");
     product_pd(intx, ThreadStackSize, pd::THREAD_STACK_SIZE_K,
         "Thread stack size (in Kbytes) of application threads; 0 uses the system default (RLIMIT_STACK)")
         range(0, pd::MAX_STACK_SIZE_K);
@@ -153,6 +164,8 @@ define_flags! {
         "Enable detection and runtime container configuration support: memory limit and CPU quota of the process's cgroup");
     product_pd(bool, UseLargePages, false,
         "Use large page memory: explicit huge pages from hugetlbfs for the heap (on Linux, with UseTransparentHugePages: THP)");
+    product(bool, UsePerfData, true,
+        "Flag to disable jvmstat instrumentation for performance testing and problem isolation purposes: with it off, no hsperfdata file (jps and jcmd -l do not list the VM)");
     product(bool, UseTransparentHugePages, false,
         "Use MADV_HUGEPAGE for the heap so the kernel backs it with transparent huge pages");
     product_pd(intx, VMThreadStackSize, pd::VM_THREAD_STACK_SIZE_K,
