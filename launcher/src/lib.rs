@@ -206,7 +206,16 @@ pub fn launch(program: &str, args: &[OsString], mains: &Mains) -> i32 {
     }
     let main_args: Vec<String> = rest.map(|a| lossy(a)).collect();
 
-    let vm = match Vm::create(InitArgs::from_os(vm_options)) {
+    let mut init = InitArgs::from_os(vm_options).launcher("SUN_STANDARD");
+    if let Some(main) = &main_name {
+        let mut command = main.clone();
+        for a in &main_args {
+            command.push(' ');
+            command.push_str(a);
+        }
+        init = init.command(command);
+    }
+    let vm = match Vm::create(init) {
         Ok(vm) => vm,
         Err(e) => {
             return match e.kind {

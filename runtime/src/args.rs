@@ -28,6 +28,13 @@ pub struct InitArgs {
     pub ignore_unrecognized: bool,
     /// Where the VM prints (JNI's `vfprintf` hook); the standard streams by default.
     pub output: Output,
+    /// What the VM runs, as `VM.command_line`'s `java_command`, the perf data's
+    /// `sun.rt.javaCommand` (`jps` and `jcmd -l` show it) and `sun.java.command` say it: the
+    /// main and its arguments (`MyServer --port 80`).
+    pub command: Option<String>,
+    /// Who creates the VM (`Launcher Type`, `sun.java.launcher`): `generic` unless set, as
+    /// HotSpot says for a VM created through JNI.
+    pub launcher: Option<String>,
     /// The bytes of options that are not UTF-8, by their text in `options` ([`from_os`]):
     /// an `-Xlog` file name is used as given.
     ///
@@ -46,8 +53,22 @@ impl InitArgs {
             options: options.into_iter().map(Into::into).collect(),
             ignore_unrecognized: false,
             output: Output::standard(),
+            command: None,
+            launcher: None,
             raw: HashMap::new(),
         }
+    }
+
+    /// Sets [`command`](InitArgs::command): what the VM runs, for `jps` and `jcmd`.
+    pub fn command(mut self, main_and_args: impl Into<String>) -> InitArgs {
+        self.command = Some(main_and_args.into());
+        self
+    }
+
+    /// Sets [`launcher`](InitArgs::launcher).
+    pub fn launcher(mut self, name: impl Into<String>) -> InitArgs {
+        self.launcher = Some(name.into());
+        self
     }
 
     /// Arguments from options as the OS gives them (`argv`, a C string's bytes). An option
@@ -72,9 +93,8 @@ impl InitArgs {
             .collect();
         InitArgs {
             options,
-            ignore_unrecognized: false,
-            output: Output::standard(),
             raw,
+            ..InitArgs::new(Vec::<String>::new())
         }
     }
 

@@ -51,6 +51,8 @@
 //! | `src/xlog/` | `-Xlog`: selections, outputs and rotation, decorations, dispatch |
 //! | `src/output.rs` | [`Output`]: standard streams or the embedder's hook |
 //! | `src/error.rs` | [`CreateError`], [`ErrorCode`] and the one mapping of errors to codes |
+//! | `src/service/` | serviceability: `SIGQUIT`, the attach listener, diagnostic commands, thread dumps, perf data |
+//! | `src/version.rs` | the VM's name and version |
 //! | `src/capi/` | the C API of `include/rtvm.h`, by area |
 #![deny(unsafe_code)]
 
@@ -66,7 +68,9 @@ mod nmt;
 mod output;
 mod policy;
 mod pretouch;
+mod service;
 mod threads;
+mod version;
 mod vm;
 mod workers;
 mod xlog;
@@ -83,7 +87,8 @@ pub use threads::{
     AttachedThread, StackBounds, StackConfig, ThreadBuilder, ThreadError, ThreadInfo, ThreadKind,
     ThreadState, VmThread,
 };
-pub use vm::{version_text, Vm, VmHandle};
+pub use version::version_text;
+pub use vm::{Vm, VmHandle};
 pub use workers::TaskPanicked;
 
 /// The OS errors rtvm's errors carry ([`HeapError`], [`MemoryError`], [`ThreadError`]):

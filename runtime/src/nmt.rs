@@ -88,6 +88,42 @@ impl NmtScale {
         let d = self.divisor();
         format!("{}{}", amount.saturating_add(d / 2) / d, self.suffix())
     }
+
+    /// A change in this scale, rounded away from zero at the half unit as HotSpot rounds
+    /// it: ` +51520KB`, ` -8KB`, or nothing when it rounds to zero.
+    fn delta(self, change: i128) -> String {
+        let d = self.divisor() as i128;
+        let rounded = if change > 0 {
+            (change + d / 2) / d
+        } else {
+            (change - d / 2) / d
+        };
+        if rounded == 0 {
+            String::new()
+        } else {
+            format!(" {rounded:+}{}", self.suffix())
+        }
+    }
+
+    /// The unit's name in `(Omitting categories weighting less than 1KB)`.
+    fn unit_name(self) -> &'static str {
+        match self {
+            NmtScale::Bytes => "B",
+            other => other.suffix(),
+        }
+    }
+
+    /// The scale a `jcmd` `scale=` names (`KB`, `m`, `gb`, ... as HotSpot accepts them),
+    /// `None` for anything else.
+    pub fn from_name(name: &str) -> Option<NmtScale> {
+        match name.to_ascii_lowercase().as_str() {
+            "1" | "b" => Some(NmtScale::Bytes),
+            "kb" | "k" => Some(NmtScale::Kilobytes),
+            "mb" | "m" => Some(NmtScale::Megabytes),
+            "gb" | "g" => Some(NmtScale::Gigabytes),
+            _ => None,
+        }
+    }
 }
 
 /// The summary, as data.
@@ -275,6 +311,169 @@ impl NmtSummary {
         s
     }
 
+    /// The report as `jcmd VM.native_memory summary` (or `detail`) prints it: the layout of
+    /// [`NmtSummary::report_in`] with HotSpot's `(Omitting categories weighting less than
+    /// 1KB)` note, categories under one unit left out.
+    pub fn report_for_jcmd(&self, scale: NmtScale) -> String {
+        let full = self.report_in(scale);
+        let unit = scale.unit_name();
+        let title = "\nNative Memory Tracking:\n\n";
+        let body = full.strip_prefix(title).unwrap_or(&full);
+        format!("{title}(Omitting categories weighting less than 1{unit})\n\n{body}")
+    }
+
+    /// `jcmd VM.native_memory summary.diff`: this summary against `base`, as HotSpot 17
+    /// prints the comparison — each figure followed by its change (`+51520KB`, `-8KB`;
+    /// nothing when unchanged), the thread count with its change (`(thread #69 +50)`), no
+    /// malloc/mmap lines under the total, and no trailing space on sub-lines.
+    pub fn diff_report(&self, base: &NmtSummary, scale: NmtScale) -> String {
+        let amount = |v: u64| scale.show(v);
+        let delta = |now: u64, then: u64| scale.delta(now as i128 - then as i128);
+        let mut s = String::new();
+        let _ = writeln!(s);
+        let _ = writeln!(s, "Native Memory Tracking:");
+        let _ = writeln!(s);
+        let _ = writeln!(
+            s,
+            "(Omitting categories weighting less than 1{})",
+            scale.unit_name()
+        );
+        let _ = writeln!(s);
+        let (now, then) = (self.total(), base.total());
+        let _ = writeln!(
+            s,
+            "Total: reserved={}{}, committed={}{}",
+            amount(now.reserved),
+            delta(now.reserved, then.reserved),
+            amount(now.committed),
+            delta(now.committed, then.committed)
+        );
+        let _ = writeln!(s);
+        let usage = |u: Usage, b: Usage| {
+            format!(
+                "reserved={}{}, committed={}{}",
+                amount(u.reserved),
+                delta(u.reserved, b.reserved),
+                amount(u.committed),
+                delta(u.committed, b.committed)
+            )
+        };
+        let category = |s: &mut String, name: &str, u: Usage, b: Usage| {
+            let _ = writeln!(s, "-{name:>26} ({})", usage(u, b));
+        };
+        let sub = |s: &mut String, text: &str| {
+            let _ = writeln!(s, "{:28}{text}", "");
+        };
+        category(&mut s, "Java Heap", self.heap, base.heap);
+        sub(&mut s, &format!("(mmap: {})", usage(self.heap, base.heap)));
+        let _ = writeln!(s, " ");
+        category(&mut s, "Thread", self.stacks, base.stacks);
+        let threads = self.thread_count as i64 - base.thread_count as i64;
+        if threads == 0 {
+            sub(&mut s, &format!("(thread #{})", self.thread_count));
+        } else {
+            sub(
+                &mut s,
+                &format!("(thread #{} {threads:+})", self.thread_count),
+            );
+        }
+        sub(
+            &mut s,
+            &format!("(stack: {})", usage(self.stacks, base.stacks)),
+        );
+        let _ = writeln!(s, " ");
+        let then_memories = base.memory_categories();
+        let mut names: Vec<String> = self
+            .memory_categories()
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
+        for (n, _) in &then_memories {
+            if !names.contains(n) {
+                names.push(n.clone());
+            }
+        }
+        let now_memories = self.memory_categories();
+        let find = |list: &[(String, Usage)], n: &str| {
+            list.iter()
+                .find(|(c, _)| c == n)
+                .map(|(_, u)| *u)
+                .unwrap_or_default()
+        };
+        for n in names {
+            let (u, b) = (find(&now_memories, &n), find(&then_memories, &n));
+            category(&mut s, &n, u, b);
+            sub(&mut s, &format!("(mmap: {})", usage(u, b)));
+            let _ = writeln!(s, " ");
+        }
+        if let Some(m) = self.malloc {
+            let b = base.malloc.unwrap_or_default();
+            category(&mut s, "Other", m, b);
+            sub(
+                &mut s,
+                &format!(
+                    "(malloc={}{})",
+                    amount(m.committed),
+                    delta(m.committed, b.committed)
+                ),
+            );
+            let _ = writeln!(s, " ");
+        }
+        s
+    }
+
+    /// `detail.diff`: the summary comparison, then each reserving site's figures and change.
+    pub fn detail_diff_report(&self, base: &NmtSummary, scale: NmtScale) -> String {
+        let mut s = self.diff_report(base, scale);
+        let amount = |v: u64| scale.show(v);
+        let delta = |now: u64, then: u64| scale.delta(now as i128 - then as i128);
+        let site = |s: &mut String, what: &str, ty: &str, u: Usage, b: Usage| {
+            let _ = writeln!(s, "[{what}]");
+            let _ = writeln!(
+                s,
+                "{:29}(mmap: reserved={}{}, committed={}{} Type={ty})",
+                "",
+                amount(u.reserved),
+                delta(u.reserved, b.reserved),
+                amount(u.committed),
+                delta(u.committed, b.committed)
+            );
+            let _ = writeln!(s);
+        };
+        let _ = writeln!(s, "Details:");
+        let _ = writeln!(s);
+        site(
+            &mut s,
+            "rtvm heap reservation: Heap::reserve_and_commit",
+            "Java Heap",
+            self.heap,
+            base.heap,
+        );
+        site(
+            &mut s,
+            "rtvm thread stacks: StackMapping::map, attach",
+            "Thread Stack",
+            self.stacks,
+            base.stacks,
+        );
+        let then = base.memory_categories();
+        for (name, u) in self.memory_categories() {
+            let b = then
+                .iter()
+                .find(|(c, _)| *c == name)
+                .map(|(_, u)| *u)
+                .unwrap_or_default();
+            site(
+                &mut s,
+                "rtvm embedder memory: VmHandle::reserve_memory",
+                &name,
+                u,
+                b,
+            );
+        }
+        s
+    }
+
     /// HotSpot's `detail` sections. rtvm records no call stacks: a site is named by the
     /// operation that reserved the memory. A stack's committed part is shown from its top,
     /// where a stack's resident pages are.
@@ -434,6 +633,35 @@ mod tests {
             r.contains("(stack: reserved=13312KB, committed=576KB)"),
             "{r}"
         );
+    }
+
+    #[test]
+    fn diff_as_hotspot() {
+        let base = sample();
+        let mut now = sample();
+        now.thread_count += 50;
+        now.stacks.reserved += 50 << 20;
+        now.stacks.committed += 5 << 20;
+        let r = now.diff_report(&base, NmtScale::Kilobytes);
+        assert!(r.starts_with("\nNative Memory Tracking:\n\n(Omitting categories weighting less than 1KB)\n\nTotal: reserved=6245973KB +51200KB, committed=410100KB +5120KB\n\n"), "{r}");
+        assert!(
+            r.contains("\n                            (thread #63 +50)\n"),
+            "{r}"
+        );
+        assert!(
+            r.contains("(stack: reserved=64512KB +51200KB, committed=5696KB +5120KB)\n"),
+            "{r}"
+        );
+        assert!(
+            r.contains("(mmap: reserved=6172672KB, committed=397312KB)\n"),
+            "unchanged: no delta, no trailing space: {r}"
+        );
+        assert_eq!(NmtScale::Kilobytes.delta(-1536), " -2KB");
+        assert_eq!(NmtScale::Kilobytes.delta(511), "");
+        assert_eq!(NmtScale::from_name("mb"), Some(NmtScale::Megabytes));
+        assert_eq!(NmtScale::from_name("XB"), None);
+        let j = sample().report_for_jcmd(NmtScale::Megabytes);
+        assert!(j.starts_with("\nNative Memory Tracking:\n\n(Omitting categories weighting less than 1MB)\n\nTotal: "), "{j}");
     }
 
     #[test]

@@ -154,7 +154,11 @@ fn heap_threads_flags_and_shutdown() {
     });
     t.unwrap().join().unwrap();
     let names: Vec<String> = vm.threads().iter().map(|t| t.name.clone()).collect();
-    assert_eq!(names, ["Worker#0"], "joined threads leave the registry");
+    assert_eq!(
+        names,
+        ["Worker#0", "Signal Dispatcher"],
+        "joined threads leave the registry"
+    );
     // A panicking body is reported at join, not propagated.
     let e = vm
         .spawn("panicker", || panic!("deliberate test panic"))
@@ -197,7 +201,10 @@ fn native_memory_summary() {
     assert_eq!(n.heap.reserved, 64 << 20);
     assert_eq!(n.heap.committed, 16 << 20);
     // The gang starts one of its two workers with the VM, the other when a task needs it.
-    assert_eq!(n.thread_count, 2, "the first worker and the sleeper");
+    assert_eq!(
+        n.thread_count, 3,
+        "the first worker, the Signal Dispatcher and the sleeper"
+    );
     assert!(
         n.stacks.reserved >= 2 << 20
             && n.stacks.committed > 0
@@ -208,7 +215,7 @@ fn native_memory_summary() {
     assert!(
         report.contains("\n-                 Java Heap (reserved=67108864, committed=16777216)\n")
     );
-    assert!(report.contains("\n                            (thread #2)\n"));
+    assert!(report.contains("\n                            (thread #3)\n"));
     t.join().unwrap();
     drop(vm);
     let vm = create(&[
@@ -218,8 +225,15 @@ fn native_memory_summary() {
     ])
     .unwrap();
     let n = vm.native_memory_summary().unwrap();
-    assert_eq!(n.stack_details.len(), 1);
+    assert_eq!(
+        n.stack_details.len(),
+        2,
+        "the worker and the Signal Dispatcher"
+    );
     assert!(n.report().contains(" for Thread Stack \"Worker#0\"\n"));
+    assert!(n
+        .report()
+        .contains(" for Thread Stack \"Signal Dispatcher\"\n"));
 }
 
 /// What a collecting hook kept: (stdout, stderr).

@@ -63,6 +63,9 @@ pub enum ThreadKind {
     Vm,
     /// A worker of the parallel gang, sized by `VMThreadStackSize`; stopped by destroy.
     Worker,
+    /// One of the VM's service threads (the signal dispatcher, the attach listener, the
+    /// native-heap trimmer), sized by `VMThreadStackSize`; stopped by destroy.
+    Service,
     /// A thread the host created and attached to the VM
     /// ([`VmHandle::attach_current_thread`](crate::VmHandle::attach_current_thread)): its
     /// stack is the host's. Destroy does not wait for it (as JNI's `DestroyJavaVM` does not
@@ -83,6 +86,7 @@ impl fmt::Display for ThreadKind {
             ThreadKind::Java => "java",
             ThreadKind::Vm => "vm",
             ThreadKind::Worker => "worker",
+            ThreadKind::Service => "service",
             ThreadKind::Attached => "attached",
         })
     }
@@ -115,6 +119,8 @@ pub struct ThreadInfo {
     pub layout: StackLayout,
     /// Whether the stack is `MADV_NOHUGEPAGE`.
     pub no_huge_pages: bool,
+    /// When the VM registered the thread (its start, or its attach).
+    pub created: std::time::Instant,
     /// The THP page size, for khugepaged emulation.
     #[cfg_attr(not(feature = "testing"), allow(dead_code))]
     huge_page: usize,
@@ -240,6 +246,7 @@ impl ThreadInfo {
             kind: t.kind,
             layout: t.layout,
             no_huge_pages: t.no_huge_pages,
+            created: std::time::Instant::now(),
             huge_page: t.huge_page,
             soft_limit_offset: t.soft_limit_offset,
             sync: Mutex::new(Handshake {

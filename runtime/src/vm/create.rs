@@ -19,25 +19,14 @@ use crate::heap::{Heap, HeapError};
 use crate::lifecycle::Singleton;
 use crate::memory::MemoryRegistry;
 use crate::output::{Output, OutputWriter, Stream};
+use crate::service::context::{CommandLine, Context};
+use crate::service::Service;
 use crate::threads::Registry;
+use crate::version::version_text;
 use crate::workers::WorkerGang;
 use crate::xlog;
 
 static NEXT_VM_ID: AtomicU64 = AtomicU64::new(1);
-
-/// The version text `-version` prints (to stderr).
-pub fn version_text() -> String {
-    let v = env!("CARGO_PKG_VERSION");
-    let profile = if cfg!(debug_assertions) {
-        "debug"
-    } else {
-        "release"
-    };
-    format!(
-        "rtvm version \"{v}\"\nrtvm Runtime Environment (build {v}, {profile})\nrtvm 64-Bit VM (build {v}, {profile}, {}-linux)\n",
-        std::env::consts::ARCH
-    )
-}
 
 /// Prints one of the flag listings on stdout.
 fn print_listing(output: &Output, print: impl FnOnce(&mut OutputWriter<'_>)) {
@@ -50,6 +39,7 @@ fn print_listing(output: &Output, print: impl FnOnce(&mut OutputWriter<'_>)) {
 
 pub(super) fn create(args: InitArgs) -> Result<Vm, CreateError> {
     let start = Instant::now();
+    let started_at = std::time::SystemTime::now();
     let singleton = Singleton::acquire().map_err(|()| {
         CreateError::args(
             ErrorCode::Exists,
@@ -108,8 +98,21 @@ pub(super) fn create(args: InitArgs) -> Result<Vm, CreateError> {
             }
         }
     };
+    let quit = if flags.get(flag::ReduceSignalUsage) {
+        None
+    } else {
+        match rtvm_os_linux::quit::install() {
+            Ok(h) => Some(h),
+            Err(e) => {
+                log::warn!(target: "os", "Installing the SIGQUIT handler failed ({}); kill -3 and the attach mechanism's signal will not reach the VM", rtvm_os_linux::strerror(e));
+                None
+            }
+        }
+    };
+    let log_control = log.control();
     let process = ProcessState {
         _signals: signals,
+        _quit: quit,
         log,
         singleton,
     };
@@ -139,6 +142,28 @@ pub(super) fn create(args: InitArgs) -> Result<Vm, CreateError> {
     })?;
     let heap = Arc::new(heap);
     ergonomics::log_gc_init(&flags, &machine, heap.page_description(), policy.gc_threads);
+    let memories = Arc::new(MemoryRegistry::default());
+    let quit_handler = process._quit.is_some();
+    let service = Service::start(
+        Context {
+            flags: flags.clone(),
+            registry: Arc::clone(&registry),
+            heap: Arc::clone(&heap),
+            memories: Arc::clone(&memories),
+            output: output.clone(),
+            start,
+            started_at,
+            command: CommandLine {
+                jvm_args: args.options.clone(),
+                java_command: args.command.clone(),
+                launcher: args.launcher.clone().unwrap_or_else(|| "generic".into()),
+            },
+            log: Some(log_control),
+            stacks: policy.stacks.clone(),
+            baseline: Mutex::new(None),
+        },
+        quit_handler,
+    )?;
     let vm = Vm {
         handle: VmHandle {
             inner: Arc::new(VmInner {
@@ -151,7 +176,8 @@ pub(super) fn create(args: InitArgs) -> Result<Vm, CreateError> {
                 start,
                 output,
                 process: Mutex::new(Some(process)),
-                memories: MemoryRegistry::default(),
+                memories,
+                service,
                 generation: rtvm_os_linux::system::process_generation(),
             }),
         },
@@ -172,7 +198,7 @@ pub(super) fn create(args: InitArgs) -> Result<Vm, CreateError> {
     }
     log::info!(target: "startuptime", "VM created in {:.3} ms", start.elapsed().as_secs_f64() * 1e3);
     if let Some(p) = inner.lock_process().as_ref() {
-        xlog::log_configuration(p.log.description());
+        xlog::log_configuration(&p.log.description());
     }
     if parsed.show_version || parsed.stop == Some(StopReason::Version) {
         inner.output.write(Stream::Stderr, &version_text());

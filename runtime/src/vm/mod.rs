@@ -24,14 +24,13 @@
 mod create;
 mod teardown;
 
-pub use create::version_text;
-
 use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use rtvm_flags::{flag, Flags};
+use rtvm_flags::Flags;
 use rtvm_os_linux::pages::PageInfo;
+use rtvm_os_linux::quit::QuitHandler;
 use rtvm_os_linux::signals::SignalHandlers;
 
 use crate::args::InitArgs;
@@ -39,10 +38,11 @@ use crate::error::{CreateError, ShutdownError};
 use crate::heap::{Heap, HeapBlock, HeapError, HeapStats, Tlab};
 use crate::lifecycle::{Singleton, VmState};
 use crate::memory::{MemoryError, MemoryRegistry, MemoryRequest, VmMemory};
-use crate::nmt::{NmtSummary, StackDetail, Usage};
+use crate::nmt::NmtSummary;
 use crate::output::Output;
 use crate::policy::Policy;
 use crate::pretouch::PretouchReport;
+use crate::service::{DumpOptions, Service};
 use crate::threads::{
     AttachedThread, Registry, StackBounds, StackConfig, ThreadBuilder, ThreadError, ThreadInfo,
     VmThread,
@@ -55,6 +55,7 @@ use crate::xlog::LogHandle;
 #[derive(Debug)]
 pub(super) struct ProcessState {
     pub(super) _signals: Option<SignalHandlers>,
+    pub(super) _quit: Option<QuitHandler>,
     pub(super) log: LogHandle,
     pub(super) singleton: Singleton,
 }
@@ -71,7 +72,9 @@ pub(crate) struct VmInner {
     pub(super) output: Output,
     pub(super) process: Mutex<Option<ProcessState>>,
     /// Memory embedders mapped through the VM, for NMT.
-    pub(super) memories: MemoryRegistry,
+    pub(super) memories: Arc<MemoryRegistry>,
+    /// The serviceability threads and files (`SIGQUIT`, attach listener, perf data).
+    pub(super) service: Service,
     /// The process generation at creation (`fork()` changes it in the child).
     pub(super) generation: u64,
 }
@@ -323,6 +326,24 @@ impl VmHandle {
     pub fn native_memory_summary(&self) -> Option<NmtSummary> {
         self.inner.native_memory_summary()
     }
+
+    /// Runs a diagnostic command as `jcmd <pid> <line>` would (`VM.native_memory summary`,
+    /// `Thread.print`, `help`): `Ok` with the text the command printed, `Err` with HotSpot's
+    /// exception line for a command or argument it does not know
+    /// (`java.lang.IllegalArgumentException: Unknown diagnostic command`).
+    pub fn diagnostic_command(&self, line: &str) -> Result<String, String> {
+        match self.inner.service.execute(line) {
+            crate::service::dcmd::Reply::Ok(text) => Ok(text),
+            crate::service::dcmd::Reply::Failed(text) => Err(text),
+        }
+    }
+
+    /// A thread dump in HotSpot's layout, as `SIGQUIT`, `jstack` and `Thread.print` print it:
+    /// every VM and attached thread with its kernel tid, state, CPU time and — beyond what a
+    /// JVM shows — its stack, guard zone, signal stack and resident stack size.
+    pub fn thread_dump(&self) -> String {
+        self.inner.service.thread_dump(DumpOptions::default())
+    }
 }
 
 impl VmInner {
@@ -337,34 +358,6 @@ impl VmInner {
     }
 
     fn native_memory_summary(&self) -> Option<NmtSummary> {
-        let mode = self.flags.get(flag::NativeMemoryTracking);
-        if mode == "off" {
-            return None;
-        }
-        let stacks = self
-            .registry
-            .list()
-            .iter()
-            .map(|t| StackDetail {
-                name: t.name.clone(),
-                start: t.layout.mapping.start,
-                end: t.layout.mapping.end,
-                committed: t.stack_resident_bytes() as u64,
-            })
-            .collect();
-        let heap = &self.heap;
-        // NMT counts what the OS holds committed (all of a heap on explicit huge pages).
-        let usage = Usage {
-            reserved: heap.stats().reserved as u64,
-            committed: heap.os_committed() as u64,
-        };
-        Some(NmtSummary::collect(
-            usage,
-            heap.range(),
-            heap.page_description(),
-            stacks,
-            self.memories.usage(),
-            mode == "detail",
-        ))
+        self.service.context().native_memory()
     }
 }

@@ -36,6 +36,9 @@ impl VmInner {
                 }
             }
         }
+        // No attach client or SIGQUIT is served from here on; the socket and the perf data
+        // file are gone.
+        errors.extend(self.service.stop());
         if self.flags.get(flag::PrintNMTStatistics) {
             if let Some(n) = self.native_memory_summary() {
                 self.output.write(Stream::Stdout, &n.report());

@@ -14,12 +14,16 @@ use super::tags::{level_name, tag_set_index, tag_set_tags, LEVELS};
 /// The most selections one `-Xlog` option may have.
 pub(crate) const MAX_SELECTIONS: usize = 320;
 
+/// A file output's file, shared by the configuration and the logger writing to it (so a
+/// running VM can rotate it: `jcmd VM.log rotate`).
+pub(crate) type SharedFile = std::sync::Arc<std::sync::Mutex<LogFile>>;
+
 /// Where an output writes.
 #[derive(Debug)]
 pub(crate) enum Dest {
     Stdout,
     Stderr,
-    File(Box<LogFile>, FileOptions),
+    File(SharedFile, FileOptions),
 }
 
 /// One output.
@@ -31,6 +35,8 @@ pub(crate) struct OutputConfig {
     pub decorators: Vec<Decorator>,
     /// The level per tag set, by index into the tag sets.
     pub levels: Vec<LevelFilter>,
+    /// Configured while the VM runs (`jcmd VM.log`): the listing says `(reconfigured)`.
+    pub reconfigured: bool,
 }
 
 impl OutputConfig {
@@ -40,6 +46,7 @@ impl OutputConfig {
             dest,
             decorators: DEFAULT_DECORATORS.to_vec(),
             levels: vec![level; tag_set_count()],
+            reconfigured: false,
         }
     }
 }
@@ -198,24 +205,46 @@ impl LogConfig {
             );
         }
         let field = |i: usize| fields.get(i).copied().unwrap_or(b"");
-        let what = lossy(field(0));
         let decorators = lossy(field(2));
         let options = Some(lossy(field(3))).filter(|o| !o.is_empty());
+        self.apply_parts(
+            &lossy(field(0)),
+            field(1),
+            Some(&decorators),
+            options.as_deref(),
+        )
+        .map_err(err)?;
+        Ok(XlogStep::Continue)
+    }
 
-        let what = if what.is_empty() {
-            "all"
-        } else {
-            what.as_str()
-        };
+    /// Marks the output named `name` as configured while the VM runs.
+    pub(crate) fn mark_reconfigured(&mut self, name: &str) {
+        if let Some(o) = self.outputs.iter_mut().find(|o| o.name == name) {
+            o.reconfigured = true;
+        }
+    }
+
+    /// One configuration step from its parts, as `-Xlog` and `jcmd VM.log` give them: the
+    /// selections (`all` at `info` if empty), the output (`stdout` if empty), the decorators
+    /// (`None`: an existing output keeps its own, a new one gets the default), the output
+    /// options. Returns the output's name; `Err` holds the error lines.
+    pub(crate) fn apply_parts(
+        &mut self,
+        what: &str,
+        output: &[u8],
+        decorators: Option<&str>,
+        options: Option<&str>,
+    ) -> Result<String, Vec<String>> {
+        let what = if what.is_empty() { "all" } else { what };
         let texts: Vec<&str> = what.split(',').collect();
         if texts.len() > MAX_SELECTIONS {
-            return Err(err(vec![format!(
+            return Err(vec![format!(
                 "Can not have more than {MAX_SELECTIONS} log selections in a single configuration."
-            )]));
+            )]);
         }
         let mut selections = Vec::with_capacity(texts.len());
         for t in texts {
-            selections.push(parse_selection(t).map_err(|d| err(vec![d]))?);
+            selections.push(parse_selection(t).map_err(|d| vec![d])?);
         }
         for s in &selections {
             if s.tag_sets_selected() == 0 {
@@ -230,21 +259,24 @@ impl LogConfig {
                 self.notice(log::Level::Warn, w);
             }
         }
-        let decorators = parse_decorators(&decorators).map_err(|d| err(vec![d]))?;
+        let decorators = match decorators {
+            Some(d) => Some(parse_decorators(d).map_err(|d| vec![d])?),
+            None => None,
+        };
         let names: Vec<String> = self.outputs.iter().map(|o| o.name.clone()).collect();
-        let name = output_name(field(1), &names).map_err(|d| err(vec![d]))?;
+        let name = output_name(output, &names).map_err(|d| vec![d])?;
         let shown = self.expand(&name).display();
-        self.configure(name, Some(decorators), &selections, options.as_deref())
+        self.configure(name, decorators, &selections, options)
             .map_err(|d| {
-                err(vec![
+                vec![
                     d,
                     format!(
                         "Initialization of output '{shown}' using options '{}' failed.",
-                        options.as_deref().unwrap_or("(null)")
+                        options.unwrap_or("(null)")
                     ),
-                ])
+                ]
             })?;
-        Ok(XlogStep::Continue)
+        Ok(shown)
     }
 
     /// Applies `selections` (and decorators) to the output `name`, creating a file output if
@@ -289,7 +321,10 @@ impl LogConfig {
                 }
                 self.outputs.push(OutputConfig::new(
                     shown,
-                    Dest::File(Box::new(log_file?), file_options),
+                    Dest::File(
+                        std::sync::Arc::new(std::sync::Mutex::new(log_file?)),
+                        file_options,
+                    ),
                     LevelFilter::Off,
                 ));
                 self.outputs.len() - 1
@@ -326,7 +361,7 @@ impl LogConfig {
     }
 
     /// `-Xlog:disable`: every output off, file outputs closed.
-    fn disable(&mut self) {
+    pub(crate) fn disable(&mut self) {
         self.outputs.retain(|o| !matches!(o.dest, Dest::File(..)));
         for o in &mut self.outputs {
             o.levels.fill(LevelFilter::Off);
@@ -363,6 +398,9 @@ impl LogConfig {
                         options.describe(),
                         self.async_mode
                     ));
+                }
+                if o.reconfigured {
+                    line.push_str(" (reconfigured)");
                 }
                 line
             })

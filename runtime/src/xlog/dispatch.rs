@@ -228,7 +228,7 @@ pub(crate) struct LogHandle {
     installed: bool,
     previous_max: LevelFilter,
     asynchronous: Option<(Arc<AsyncBuffer>, std::thread::JoinHandle<()>)>,
-    description: Vec<String>,
+    control: Arc<LogControl>,
 }
 
 impl std::fmt::Debug for LogHandle {
@@ -241,8 +241,13 @@ impl std::fmt::Debug for LogHandle {
 
 impl LogHandle {
     /// The configuration dump lines (` #0: stdout all=warning uptime,level,tags`).
-    pub(crate) fn description(&self) -> &[String] {
-        &self.description
+    pub(crate) fn description(&self) -> Vec<String> {
+        self.control.lock().config.describe()
+    }
+
+    /// The running configuration, for `jcmd VM.log`.
+    pub(crate) fn control(&self) -> Arc<LogControl> {
+        Arc::clone(&self.control)
     }
 }
 
@@ -254,6 +259,8 @@ impl Drop for LogHandle {
             buffer.cv.notify_all();
             let _ = thread.join();
         }
+        // Nothing is published by this VM any more (a VM.log in flight changes nothing).
+        self.control.lock().active = false;
         if self.installed {
             *DISPATCHER.config.write().unwrap_or_else(|p| p.into_inner()) = None;
             log::set_max_level(self.previous_max);
@@ -261,11 +268,168 @@ impl Drop for LogHandle {
     }
 }
 
+/// The configuration of a running VM, changeable while it runs (`jcmd VM.log`): every
+/// change rebuilds the outputs' loggers and publishes them at once; outputs keep their
+/// writers (and an output's padding) across changes.
+pub(crate) struct LogControl {
+    state: Mutex<ControlState>,
+}
+
+struct ControlState {
+    config: LogConfig,
+    output: Output,
+    start: Instant,
+    buffer: Option<Arc<AsyncBuffer>>,
+    writers: Vec<(String, SharedWriter, Arc<Padding>)>,
+    /// rtvm's dispatcher is the process's logger, and this VM's configuration is the one
+    /// published.
+    active: bool,
+}
+
+impl LogControl {
+    fn lock(&self) -> std::sync::MutexGuard<'_, ControlState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Changes the configuration with `change` and publishes it; the notices the change
+    /// raised (warnings about selections, a file's trace lines) are logged on the outputs
+    /// that show them, and also returned for the caller to print.
+    pub(crate) fn change<R>(
+        &self,
+        change: impl FnOnce(&mut LogConfig) -> R,
+    ) -> Result<(R, Vec<String>), String> {
+        let mut s = self.lock();
+        if !s.active {
+            return Err("the VM's logging configuration is not the process's logger (another logger is installed, or the VM is shutting down)".into());
+        }
+        s.config.notices.clear();
+        let r = change(&mut s.config);
+        let notices = std::mem::take(&mut s.config.notices);
+        let live = s.build();
+        for n in &notices {
+            for (name, decorators) in &n.to {
+                if let Some(o) = live.outputs.iter().find(|o| &o.name == name) {
+                    write_line(o, decorators, n.level, &n.text, s.start);
+                }
+            }
+        }
+        let max = s.config.max_level();
+        *DISPATCHER.config.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(live));
+        log::set_max_level(max);
+        let texts = notices
+            .iter()
+            .filter(|n| n.level <= Level::Warn)
+            .map(|n| n.text.clone())
+            .collect();
+        Ok((r, texts))
+    }
+
+    /// The configuration dump lines.
+    pub(crate) fn describe(&self) -> Vec<String> {
+        self.lock().config.describe()
+    }
+
+    /// Rotates every file output now; returns how many.
+    pub(crate) fn rotate(&self) -> usize {
+        let s = self.lock();
+        let mut n = 0;
+        for o in &s.config.outputs {
+            if let Dest::File(f, _) = &o.dest {
+                let mut f = f.lock().unwrap_or_else(|p| p.into_inner());
+                if f.rotate_now().is_ok() {
+                    n += 1;
+                }
+            }
+        }
+        n
+    }
+}
+
+impl ControlState {
+    /// The shared writer and padding of the output named `name`, made on first use.
+    fn writer_for(&mut self, name: &str, dest: &Dest) -> (SharedWriter, Arc<Padding>) {
+        if let Some((_, w, p)) = self.writers.iter().find(|(n, _, _)| n == name) {
+            return (Arc::clone(w), Arc::clone(p));
+        }
+        let writer: Box<dyn Write + Send> = match dest {
+            Dest::Stdout => Box::new(SinkWriter {
+                output: self.output.clone(),
+                stream: Stream::Stdout,
+            }),
+            Dest::Stderr => Box::new(SinkWriter {
+                output: self.output.clone(),
+                stream: Stream::Stderr,
+            }),
+            Dest::File(file, _) => Box::new(FileWriter(Arc::clone(file))),
+        };
+        let w: SharedWriter = Arc::new(Mutex::new(writer));
+        let p = Arc::new(Padding::default());
+        self.writers
+            .push((name.to_owned(), Arc::clone(&w), Arc::clone(&p)));
+        (w, p)
+    }
+
+    /// The loggers of the current configuration; writers of outputs no longer configured
+    /// are dropped (a file output that went is closed).
+    fn build(&mut self) -> Live {
+        let names: Vec<String> = self.config.outputs.iter().map(|o| o.name.clone()).collect();
+        self.writers.retain(|(n, _, _)| names.contains(n));
+        let mut outputs = Vec::new();
+        let specs: Vec<(String, Vec<Decorator>, Vec<LevelFilter>)> = self
+            .config
+            .outputs
+            .iter()
+            .map(|o| (o.name.clone(), o.decorators.clone(), o.levels.clone()))
+            .collect();
+        for (k, (name, decorators, levels)) in specs.into_iter().enumerate() {
+            let dest = match &self.config.outputs[k].dest {
+                Dest::Stdout => Dest::Stdout,
+                Dest::Stderr => Dest::Stderr,
+                Dest::File(f, o) => Dest::File(Arc::clone(f), *o),
+            };
+            let (writer, padding) = self.writer_for(&name, &dest);
+            let p = Arc::clone(&padding);
+            let start = self.start;
+            let logger = env_logger::Builder::new()
+                .target(env_logger::Target::Pipe(Box::new(Pipe {
+                    writer: Arc::clone(&writer),
+                    asynchronous: self.buffer.clone(),
+                })))
+                .write_style(env_logger::WriteStyle::Never)
+                .filter_level(LevelFilter::Trace)
+                .format(move |buf, record| {
+                    writeln!(buf, "{}", format_record(&decorators, &p, record, start))
+                })
+                .build();
+            outputs.push(LiveOutput {
+                name,
+                logger,
+                levels,
+                writer,
+                padding,
+            });
+        }
+        Live { outputs }
+    }
+}
+
+/// A file output's writer: the shared file (rotated by a `VM.log rotate` too).
+struct FileWriter(super::config::SharedFile);
+
+impl Write for FileWriter {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).flush()
+    }
+}
+
 /// Installs `config` as the process's logging configuration (stdout and stderr outputs
 /// write to `output`), timing uptime from `start`.
-pub(crate) fn install(config: LogConfig, output: &Output, start: Instant) -> LogHandle {
+pub(crate) fn install(mut config: LogConfig, output: &Output, start: Instant) -> LogHandle {
     let installed = *INSTALLED.get_or_init(|| log::set_logger(&DISPATCHER).is_ok());
-    let description = config.describe();
     let mut asynchronous = None;
     if config.async_mode {
         let buffer = Arc::new(AsyncBuffer {
@@ -291,58 +455,28 @@ pub(crate) fn install(config: LogConfig, output: &Output, start: Instant) -> Log
     }
     let buffer = asynchronous.as_ref().map(|(b, _)| Arc::clone(b));
     let max = config.max_level();
-    let LogConfig {
-        outputs, notices, ..
-    } = config;
-    let mut live = Vec::new();
-    for o in outputs {
-        let writer: Box<dyn Write + Send> = match o.dest {
-            Dest::Stdout => Box::new(SinkWriter {
-                output: output.clone(),
-                stream: Stream::Stdout,
-            }),
-            Dest::Stderr => Box::new(SinkWriter {
-                output: output.clone(),
-                stream: Stream::Stderr,
-            }),
-            Dest::File(file, _) => file,
-        };
-        let writer: SharedWriter = Arc::new(Mutex::new(writer));
-        let decorators = o.decorators.clone();
-        let padding = Arc::new(Padding::default());
-        let p = Arc::clone(&padding);
-        let logger = env_logger::Builder::new()
-            .target(env_logger::Target::Pipe(Box::new(Pipe {
-                writer: Arc::clone(&writer),
-                asynchronous: buffer.clone(),
-            })))
-            .write_style(env_logger::WriteStyle::Never)
-            .filter_level(LevelFilter::Trace)
-            .format(move |buf, record| {
-                writeln!(buf, "{}", format_record(&decorators, &p, record, start))
-            })
-            .build();
-        live.push(LiveOutput {
-            name: o.name,
-            logger,
-            levels: o.levels,
-            writer,
-            padding,
-        });
-    }
+    let notices = std::mem::take(&mut config.notices);
+    let mut state = ControlState {
+        config,
+        output: output.clone(),
+        start,
+        buffer,
+        writers: Vec::new(),
+        active: installed,
+    };
+    let live = state.build();
     // Messages about the configuration itself, on the outputs (and with the decorators) that
     // showed warnings when they arose.
     for n in &notices {
         for (name, decorators) in &n.to {
-            if let Some(o) = live.iter().find(|o| &o.name == name) {
+            if let Some(o) = live.outputs.iter().find(|o| &o.name == name) {
                 write_line(o, decorators, n.level, &n.text, start);
             }
         }
     }
     let previous_max = log::max_level();
     if installed {
-        *DISPATCHER.config.write().unwrap_or_else(|p| p.into_inner()) =
-            Some(Arc::new(Live { outputs: live }));
+        *DISPATCHER.config.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(live));
         log::set_max_level(max);
     } else if max > LevelFilter::Warn {
         output.write(
@@ -361,7 +495,9 @@ pub(crate) fn install(config: LogConfig, output: &Output, start: Instant) -> Log
         installed,
         previous_max,
         asynchronous,
-        description,
+        control: Arc::new(LogControl {
+            state: Mutex::new(state),
+        }),
     }
 }
 

@@ -183,6 +183,14 @@ impl LogFile {
         })
     }
 
+    /// Rotates now if the output rotates (`filecount` > 0): `jcmd VM.log rotate`.
+    pub(crate) fn rotate_now(&mut self) -> io::Result<()> {
+        if self.options.count == 0 {
+            return Ok(());
+        }
+        self.rotate()
+    }
+
     fn rotate(&mut self) -> io::Result<()> {
         let archive = archive_name(&self.path, self.next_archive);
         self.next_archive = (self.next_archive + 1) % self.options.count;

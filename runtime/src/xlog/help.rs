@@ -112,3 +112,19 @@ pub(crate) fn log_configuration(description: &[String]) {
         log::info!(target: "logging", "{line}");
     }
 }
+
+/// `jcmd VM.log list`: the vocabulary and the configuration of every output, as HotSpot's
+/// `LogConfiguration::describe` prints it.
+pub(crate) fn listing(description: &[String]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "Available log levels: {}", levels_line());
+    let _ = writeln!(s, "Available log decorators: {}", decorators_line());
+    let _ = writeln!(s, "Available log tags: {}", TAGS.join(", "));
+    let _ = writeln!(s, "Described tag sets:");
+    let _ = writeln!(s, " logging: Logging for the log framework itself");
+    let _ = writeln!(s, "Log output configuration:");
+    for line in description {
+        let _ = writeln!(s, "{line}");
+    }
+    s
+}

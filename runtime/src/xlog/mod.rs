@@ -30,9 +30,10 @@ mod selection;
 mod tags;
 
 pub use config::{LogConfig, XlogError, XlogStep};
+pub(crate) use dispatch::LogControl;
 pub(crate) use dispatch::{install, LogHandle};
 pub use help::help_text;
-pub(crate) use help::log_configuration;
+pub(crate) use help::{listing, log_configuration};
 #[cfg(feature = "testing")]
 pub use tags::{RTVM_TAG_SETS, TAGS, TAG_SETS};
 

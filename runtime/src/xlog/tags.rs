@@ -15,6 +15,7 @@ pub use super::hotspot_tags::{TAGS, TAG_SETS};
 
 /// The tag sets rtvm logs with (each one of HotSpot's).
 pub const RTVM_TAG_SETS: &[&str] = &[
+    "attach",
     "gc+ergo",
     "gc+heap",
     "gc+heap+coops",
@@ -26,7 +27,9 @@ pub const RTVM_TAG_SETS: &[&str] = &[
     "os+container",
     "os+thread",
     "pagesize",
+    "perf+memops",
     "startuptime",
+    "trimnative",
 ];
 
 /// The most tags a selection may name (HotSpot's `LogTag::MaxTags`).

@@ -1,0 +1,89 @@
+//! What the serviceability threads see of the VM: its flags, threads, heap, memories, output,
+//! command line and logging, shared with them for as long as they run.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Instant, SystemTime};
+
+use rtvm_flags::{flag, Flags};
+
+use crate::heap::Heap;
+use crate::memory::MemoryRegistry;
+use crate::nmt::{NmtSummary, StackDetail, Usage};
+use crate::output::Output;
+use crate::threads::{Registry, StackPolicy};
+use crate::xlog::LogControl;
+
+/// How the VM was started, as `VM.command_line` and the perf data tell it.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct CommandLine {
+    /// The VM options (`jvm_args`).
+    pub(crate) jvm_args: Vec<String>,
+    /// The main and its arguments (`java_command`), if the embedder said.
+    pub(crate) java_command: Option<String>,
+    /// Who created the VM (`Launcher Type`): `SUN_STANDARD` for the `rtvm` launcher,
+    /// `generic` for an embedder, as HotSpot says for a VM created through JNI.
+    pub(crate) launcher: String,
+}
+
+/// The VM as the serviceability code sees it.
+pub(crate) struct Context {
+    pub(crate) flags: Flags,
+    pub(crate) registry: Arc<Registry>,
+    pub(crate) heap: Arc<Heap>,
+    pub(crate) memories: Arc<MemoryRegistry>,
+    pub(crate) output: Output,
+    pub(crate) start: Instant,
+    pub(crate) started_at: SystemTime,
+    pub(crate) command: CommandLine,
+    /// The running logging configuration (`None` if another logger owns the process).
+    pub(crate) log: Option<Arc<LogControl>>,
+    pub(crate) stacks: StackPolicy,
+    /// `VM.native_memory baseline`.
+    pub(crate) baseline: Mutex<Option<NmtSummary>>,
+}
+
+impl Context {
+    /// The native memory summary, or `None` when `-XX:NativeMemoryTracking` is `off`;
+    /// `detail` keeps the per-stack lines (only when tracking is `detail`).
+    pub(crate) fn native_memory(&self) -> Option<NmtSummary> {
+        let mode = self.flags.get(flag::NativeMemoryTracking);
+        if mode == "off" {
+            return None;
+        }
+        let stacks = self
+            .registry
+            .list()
+            .iter()
+            .map(|t| StackDetail {
+                name: t.name.clone(),
+                start: t.layout.mapping.start,
+                end: t.layout.mapping.end,
+                committed: t.stack_resident_bytes() as u64,
+            })
+            .collect();
+        let heap = &self.heap;
+        // NMT counts what the OS holds committed (all of a heap on explicit huge pages).
+        let usage = Usage {
+            reserved: heap.stats().reserved as u64,
+            committed: heap.os_committed() as u64,
+        };
+        Some(NmtSummary::collect(
+            usage,
+            heap.range(),
+            heap.page_description(),
+            stacks,
+            self.memories.usage(),
+            mode == "detail",
+        ))
+    }
+
+    /// Whether `-XX:NativeMemoryTracking=detail`.
+    pub(crate) fn nmt_detail(&self) -> bool {
+        self.flags.get(flag::NativeMemoryTracking) == "detail"
+    }
+
+    /// The `-Xlog` vocabulary's uptime: seconds since the VM started.
+    pub(crate) fn uptime_secs(&self) -> f64 {
+        self.start.elapsed().as_secs_f64()
+    }
+}

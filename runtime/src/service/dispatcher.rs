@@ -1,0 +1,77 @@
+//! The Signal Dispatcher: a VM thread that waits for `SIGQUIT` (posted by the handler of
+//! `rtvm_os_linux::quit`, which does nothing else) and decides what it meant, as HotSpot's
+//! signal thread does:
+//!
+//! * a trigger file `.attach_pid<pid>` in the working directory or in `/tmp`, owned by the
+//!   VM's effective user or by root, and attach not disabled: start the attach listener (or
+//!   make its socket again if it has gone) and print nothing;
+//! * otherwise print a thread dump on stdout (or the embedder's output hook), then call the
+//!   `SIGQUIT` handler the process had before the VM, if it had one — on this thread, not in
+//!   signal context.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use rtvm_os_linux::quit;
+
+use super::attach::{attach_disabled, Listener};
+use super::context::Context;
+use super::threaddump::{thread_dump, DumpOptions};
+use crate::output::Stream;
+
+/// Where the attach client leaves its trigger: the working directory, then `/tmp`.
+fn trigger_files() -> Vec<PathBuf> {
+    let name = format!(".attach_pid{}", std::process::id());
+    let mut v = Vec::new();
+    if let Ok(cwd) = std::env::current_dir() {
+        v.push(cwd.join(&name));
+    }
+    v.push(PathBuf::from("/tmp").join(&name));
+    v
+}
+
+/// Whether a trigger file of the VM's effective user (or root) is there.
+fn triggered() -> bool {
+    let (euid, _) = rtvm_os_linux::attach::effective_ids();
+    trigger_files().iter().any(|p| {
+        rtvm_os_linux::attach::file_owner(p).is_some_and(|owner| owner == euid || owner == 0)
+    })
+}
+
+/// The dispatcher's loop: runs until `stop` is set (and the waiters kicked).
+pub(crate) fn run(ctx: &Arc<Context>, listener: &Mutex<Option<Listener>>, stop: &AtomicBool) {
+    let mut seen = quit::quit_count();
+    loop {
+        let events = quit::events();
+        if stop.load(Ordering::Acquire) {
+            return;
+        }
+        let quits = quit::quit_count();
+        if quits == seen {
+            quit::wait_for_event(events, None);
+            continue;
+        }
+        seen = quits;
+        on_quit(ctx, listener);
+    }
+}
+
+fn on_quit(ctx: &Arc<Context>, listener: &Mutex<Option<Listener>>) {
+    if !attach_disabled(ctx) && triggered() {
+        let mut l = listener.lock().unwrap_or_else(|p| p.into_inner());
+        match l.as_ref() {
+            Some(running) => running.ensure_socket(),
+            None => match Listener::start(ctx) {
+                Ok(started) => *l = Some(started),
+                Err(e) => log::warn!(target: "attach", "The attach listener could not start: {e}"),
+            },
+        }
+        return;
+    }
+    let dump = thread_dump(&ctx.registry, DumpOptions::default());
+    ctx.output.write(Stream::Stdout, &dump);
+    if quit::forward_to_previous() {
+        log::debug!(target: "os", "SIGQUIT forwarded to the handler installed before the VM");
+    }
+}

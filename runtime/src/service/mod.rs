@@ -1,0 +1,172 @@
+//! Serviceability: what makes a running VM operable with the JDK's own tools.
+//!
+//! | file | what |
+//! | --- | --- |
+//! | `context` | what these threads see of the VM |
+//! | `dispatcher` | the Signal Dispatcher: `SIGQUIT` → attach listener or thread dump |
+//! | `attach` | the attach listener and its operations (`jcmd`, `jstack`, `jinfo`) |
+//! | `dcmd/` | diagnostic commands: the parser, `help`, the commands |
+//! | `threaddump` | HotSpot's thread-dump layout, with each thread's stack and guard zone |
+//! | `perfdata` | the `hsperfdata` file of `jps` and `jcmd -l` |
+//! | `properties` | the system properties and `Properties.store`'s format |
+//! | `info` | `VM.info` |
+//! | `trim` | trimming the C heap |
+//!
+//! [`Service::start`] runs at VM creation (after the heap), [`Service::stop`] at destroy,
+//! after the application threads: the listener is stopped (a client being served is
+//! dropped) and its socket removed, the dispatcher is stopped and joined, the perf-data file
+//! is removed (saved first with `-XX:+PerfDataSaveToFile`).
+
+mod attach;
+pub(crate) mod context;
+pub(crate) mod dcmd;
+mod dispatcher;
+mod info;
+mod perfdata;
+mod properties;
+mod threaddump;
+pub(crate) mod trim;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use rtvm_flags::flag;
+
+use self::attach::Listener;
+use self::context::Context;
+use self::perfdata::PerfData;
+use crate::threads::{self, Body, ThreadError, ThreadKind, VmThread};
+
+pub(crate) use threaddump::DumpOptions;
+
+/// The serviceability threads and files of one VM.
+pub(crate) struct Service {
+    ctx: Arc<Context>,
+    listener: Arc<Mutex<Option<Listener>>>,
+    dispatcher: Mutex<Option<(VmThread, Arc<AtomicBool>)>>,
+    perf: Mutex<Option<PerfData>>,
+    generation: u64,
+}
+
+impl std::fmt::Debug for Service {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Service").finish_non_exhaustive()
+    }
+}
+
+impl Service {
+    /// Starts what the flags ask for: the perf data (`UsePerfData`), the Signal Dispatcher
+    /// when rtvm's `SIGQUIT` handler is installed (`quit_handler`; not with `-Xrs`), and the
+    /// attach listener at once with `-Xrs` or `-XX:+StartAttachListener` (never with
+    /// `-XX:+DisableAttachMechanism`). Failing to start the dispatcher fails the VM (as a
+    /// thread the VM needs); the listener and the perf data only log why they are missing.
+    pub(crate) fn start(ctx: Context, quit_handler: bool) -> Result<Service, ThreadError> {
+        let ctx = Arc::new(ctx);
+        // A socket left by an earlier VM of this process (or of a process with this pid).
+        let _ = std::fs::remove_file(attach::socket_path());
+        let service = Service {
+            perf: Mutex::new(PerfData::create(&ctx)),
+            listener: Arc::new(Mutex::new(None)),
+            dispatcher: Mutex::new(None),
+            generation: rtvm_os_linux::system::process_generation(),
+            ctx,
+        };
+        if quit_handler {
+            let stop = Arc::new(AtomicBool::new(false));
+            let (c, l, s) = (
+                Arc::clone(&service.ctx),
+                Arc::clone(&service.listener),
+                Arc::clone(&stop),
+            );
+            let body = Body::Rust(Box::new(move || dispatcher::run(&c, &l, &s)));
+            let t = threads::spawn(
+                &service.ctx.registry,
+                &service.ctx.stacks,
+                "Signal Dispatcher",
+                ThreadKind::Service,
+                None,
+                false,
+                body,
+            )?;
+            *service.dispatcher.lock().unwrap_or_else(|p| p.into_inner()) = Some((t, stop));
+        }
+        let f = &service.ctx.flags;
+        let at_start = f.get(flag::ReduceSignalUsage) || f.get(flag::StartAttachListener);
+        if at_start && !f.get(flag::DisableAttachMechanism) {
+            match Listener::start(&service.ctx) {
+                Ok(l) => *service.listener.lock().unwrap_or_else(|p| p.into_inner()) = Some(l),
+                Err(e) => log::warn!(target: "attach", "The attach listener could not start: {e}"),
+            }
+        }
+        Ok(service)
+    }
+
+    /// What the serviceability code sees of the VM.
+    pub(crate) fn context(&self) -> &Arc<Context> {
+        &self.ctx
+    }
+
+    /// Runs a diagnostic command (`jcmd <pid> <line>` without the attach mechanism).
+    pub(crate) fn execute(&self, line: &str) -> dcmd::Reply {
+        dcmd::execute(&self.ctx, line)
+    }
+
+    /// A thread dump, as `SIGQUIT` prints it.
+    pub(crate) fn thread_dump(&self, options: DumpOptions) -> String {
+        threaddump::thread_dump(&self.ctx.registry, options)
+    }
+
+    /// Stops the listener and the dispatcher and removes the files; returns what failed.
+    pub(crate) fn stop(&self) -> Vec<String> {
+        let mut errors = Vec::new();
+        let in_creator = self.generation == rtvm_os_linux::system::process_generation();
+        let listener = self
+            .listener
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        let dispatcher = self
+            .dispatcher
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if !in_creator {
+            // A child of fork(): these threads are the parent's.
+            std::mem::forget((listener, dispatcher));
+            return errors;
+        }
+        if let Some(l) = listener {
+            errors.extend(l.stop());
+        }
+        if let Some((t, stop)) = dispatcher {
+            stop.store(true, Ordering::Release);
+            rtvm_os_linux::quit::kick();
+            if let Err(e) = t.join() {
+                errors.push(e.to_string());
+            }
+        }
+        // The dispatcher may have started a listener while it was being stopped.
+        if let Some(l) = self
+            .listener
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            errors.extend(l.stop());
+        }
+        if let Some(p) = self.perf.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            p.finish(&self.ctx);
+        }
+        errors
+    }
+}
+
+impl Drop for Service {
+    /// A VM that failed during creation (or was never shut down) leaves no thread, socket or
+    /// file behind.
+    fn drop(&mut self) {
+        for e in self.stop() {
+            log::warn!(target: "attach", "{e}");
+        }
+    }
+}
