@@ -24,6 +24,7 @@ pub mod fakefs;
 pub mod header;
 pub mod props;
 pub mod run;
+pub mod service;
 pub mod suite;
 pub mod testlib;
 

@@ -427,6 +427,17 @@ impl RunningProcess {
         }
     }
 
+    /// Whether the child is still running.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Kills the child (`SIGKILL`); [`finish`](RunningProcess::finish) still collects what
+    /// it printed.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+    }
+
     /// Waits for the child to end and returns its whole output.
     pub fn finish(mut self) -> Result<OutputAnalyzer, TestFailure> {
         let status = self

@@ -1,6 +1,7 @@
 //! Whole-process start-up time of `rtvm -version`, next to `/bin/true` (the cost of
 //! starting any process here: the machine's floor) and `java -version` (the reference),
-//! measured in the same run, interleaved, medians.
+//! measured in the same run, interleaved, medians — with and without the serviceability
+//! rtvm starts by default (the perf-data file, the SIGQUIT dispatcher).
 //!
 //! `cargo bench -p rtvm-launcher --bench startup [-- --runs N]`
 
@@ -17,6 +18,8 @@ fn main() {
     let java = have_java();
     let mut floor = Vec::new();
     let mut ours = Vec::new();
+    let mut no_perf = Vec::new();
+    let mut no_service = Vec::new();
     let mut theirs = Vec::new();
     // Warm the page cache and the binaries first.
     for _ in 0..3 {
@@ -25,6 +28,8 @@ fn main() {
     for _ in 0..runs {
         floor.push(time("/bin/true", &[]));
         ours.push(time(rtvm, &["-version"]));
+        no_perf.push(time(rtvm, &["-XX:-UsePerfData", "-version"]));
+        no_service.push(time(rtvm, &["-Xrs", "-XX:-UsePerfData", "-version"]));
         if java {
             theirs.push(time("java", &["-Xshare:auto", "-version"]));
         }
@@ -42,6 +47,20 @@ fn main() {
         o.as_secs_f64() * 1e3,
         (o.saturating_sub(f)).as_secs_f64() * 1e3
     );
+    for (what, v) in [
+        ("rtvm -XX:-UsePerfData -version", no_perf),
+        (
+            "rtvm -Xrs -XX:-UsePerfData -version (no SIGQUIT dispatcher)",
+            no_service,
+        ),
+    ] {
+        let m = median(v);
+        println!(
+            "| {what} | {:.2} ms | {:.2} ms |",
+            m.as_secs_f64() * 1e3,
+            (m.saturating_sub(f)).as_secs_f64() * 1e3
+        );
+    }
     if java {
         let j = median(theirs);
         println!(

@@ -64,6 +64,7 @@ unsafe impl Send for Action {}
 #[derive(Debug)]
 pub struct QuitHandler {
     restored: bool,
+    baseline: u32,
 }
 
 fn our_handler() -> usize {
@@ -103,6 +104,7 @@ pub fn install() -> Result<QuitHandler, Errno> {
     if INSTALLED.swap(true, Ordering::AcqRel) {
         return Err(Errno::EBUSY);
     }
+    let baseline = quit_count();
     let current = query();
     if current.sa_sigaction == our_handler() {
         // Left by an earlier VM, or put back by a host handler that chained to it: keep it
@@ -128,7 +130,10 @@ pub fn install() -> Result<QuitHandler, Errno> {
         log::debug!(target: "os", "SIGQUIT: rtvm's handler installed over {}", describe(&current));
     }
     IN_CHAIN.store(true, Ordering::Release);
-    Ok(QuitHandler { restored: false })
+    Ok(QuitHandler {
+        restored: false,
+        baseline,
+    })
 }
 
 fn describe(a: &libc::sigaction) -> &'static str {
@@ -145,6 +150,12 @@ pub fn handler_installed() -> bool {
 }
 
 impl QuitHandler {
+    /// [`quit_count`] just before the handler went in: every `SIGQUIT` counted beyond it
+    /// arrived while it was installed (a dispatcher starting later misses none).
+    pub fn baseline(&self) -> u32 {
+        self.baseline
+    }
+
     /// Puts the previous action back where rtvm's handler is still installed; below a
     /// handler installed after it, rtvm's stays in the chain (counting only).
     pub fn restore(mut self) {

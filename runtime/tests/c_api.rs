@@ -15,7 +15,8 @@
 //!   generations (two fixed sequences, and 300 random orders over up to 5 generations), the
 //!   stack, mask and flags of chained delivery, the output hook against a destroy, NMT
 //!   snapshots per VM, background reservations behind a busy gang, the nursery, `fork()`,
-//!   racing creates, a hook that calls back, `-Xss136k`'s soft limit.
+//!   racing creates, a hook that calls back, `-Xss136k`'s soft limit, a host's own `SIGQUIT`
+//!   handler next to rtvm's with the real `jcmd` attaching.
 //!
 //! Without `cc`, `pkg-config` or `sh` (or `valgrind`, for the memory check) a test is
 //! reported ignored with the missing tool named; with `RTVM_CI` set (CI machines have them)
@@ -58,6 +59,7 @@ rtvm_testkit::tests!(
     racing_creates_end_with_one_vm,
     a_hook_calling_back_gets_einval_not_a_deadlock,
     the_smallest_stack_keeps_hotspots_40k,
+    a_hosts_sigquit_handler_runs_and_jcmd_still_works,
 );
 
 fn root() -> PathBuf {
@@ -374,4 +376,9 @@ fn a_hook_calling_back_gets_einval_not_a_deadlock() -> Outcome {
 
 fn the_smallest_stack_keeps_hotspots_40k() -> Outcome {
     host_safety("soft-limit-136k")
+}
+
+fn a_hosts_sigquit_handler_runs_and_jcmd_still_works() -> Outcome {
+    require_tool("jcmd", have("jcmd"))?;
+    host_safety("quit-host")
 }

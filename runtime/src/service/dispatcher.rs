@@ -39,9 +39,14 @@ fn triggered() -> bool {
     })
 }
 
-/// The dispatcher's loop: runs until `stop` is set (and the waiters kicked).
-pub(crate) fn run(ctx: &Arc<Context>, listener: &Mutex<Option<Listener>>, stop: &AtomicBool) {
-    let mut seen = quit::quit_count();
+/// The dispatcher's loop: handles every `SIGQUIT` counted beyond `seen` (the count when the
+/// handler went in) until `stop` is set (and the waiters kicked).
+pub(crate) fn run(
+    ctx: &Arc<Context>,
+    listener: &Mutex<Option<Listener>>,
+    stop: &AtomicBool,
+    mut seen: u32,
+) {
     loop {
         let events = quit::events();
         if stop.load(Ordering::Acquire) {

@@ -56,11 +56,12 @@ impl std::fmt::Debug for Service {
 
 impl Service {
     /// Starts what the flags ask for: the perf data (`UsePerfData`), the Signal Dispatcher
-    /// when rtvm's `SIGQUIT` handler is installed (`quit_handler`; not with `-Xrs`), and the
+    /// when rtvm's `SIGQUIT` handler is installed (`quit_baseline`: the signal count when it
+    /// went in; not with `-Xrs`), and the
     /// attach listener at once with `-Xrs` or `-XX:+StartAttachListener` (never with
     /// `-XX:+DisableAttachMechanism`). Failing to start the dispatcher fails the VM (as a
     /// thread the VM needs); the listener and the perf data only log why they are missing.
-    pub(crate) fn start(ctx: Context, quit_handler: bool) -> Result<Service, ThreadError> {
+    pub(crate) fn start(ctx: Context, quit_baseline: Option<u32>) -> Result<Service, ThreadError> {
         let ctx = Arc::new(ctx);
         // A socket left by an earlier VM of this process (or of a process with this pid).
         let _ = std::fs::remove_file(attach::socket_path());
@@ -71,14 +72,14 @@ impl Service {
             generation: rtvm_os_linux::system::process_generation(),
             ctx,
         };
-        if quit_handler {
+        if let Some(seen) = quit_baseline {
             let stop = Arc::new(AtomicBool::new(false));
             let (c, l, s) = (
                 Arc::clone(&service.ctx),
                 Arc::clone(&service.listener),
                 Arc::clone(&stop),
             );
-            let body = Body::Rust(Box::new(move || dispatcher::run(&c, &l, &s)));
+            let body = Body::Rust(Box::new(move || dispatcher::run(&c, &l, &s, seen)));
             let t = threads::spawn(
                 &service.ctx.registry,
                 &service.ctx.stacks,

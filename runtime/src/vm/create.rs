@@ -143,7 +143,7 @@ pub(super) fn create(args: InitArgs) -> Result<Vm, CreateError> {
     let heap = Arc::new(heap);
     ergonomics::log_gc_init(&flags, &machine, heap.page_description(), policy.gc_threads);
     let memories = Arc::new(MemoryRegistry::default());
-    let quit_handler = process._quit.is_some();
+    let quit_baseline = process._quit.as_ref().map(|q| q.baseline());
     let service = Service::start(
         Context {
             flags: flags.clone(),
@@ -162,7 +162,7 @@ pub(super) fn create(args: InitArgs) -> Result<Vm, CreateError> {
             stacks: policy.stacks.clone(),
             baseline: Mutex::new(None),
         },
-        quit_handler,
+        quit_baseline,
     )?;
     let vm = Vm {
         handle: VmHandle {

@@ -61,7 +61,7 @@ pub fn help_text() -> String {
     let _ = writeln!(w, " file=<filename>");
     let _ = writeln!(w, "  If the filename contains %p and/or %t, they will expand to the JVM's PID and startup timestamp, respectively.");
     let _ = writeln!(w, "  Additional output-options for file outputs:");
-    let _ = writeln!(w, "   filesize=..  - Target byte size for log rotation (supports K/M/G suffix). If set to 0, log rotation will not trigger automatically.");
+    let _ = writeln!(w, "   filesize=..  - Target byte size for log rotation (supports K/M/G suffix). If set to 0, log rotation will not trigger automatically, but can be performed manually (see the VM.log DCMD).");
     let _ = writeln!(w, "   filecount=.. - Number of files to keep in rotation (not counting the active file). If set to 0, log rotation is disabled. This will cause existing log files to be overwritten.");
     let _ = writeln!(w);
     let _ = writeln!(w);

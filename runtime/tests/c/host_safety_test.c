@@ -2,7 +2,8 @@
  * must be able to rely on (issue 23): signal chaining across VM generations and handler
  * orders, chained delivery's stack, mask and flags, the output hook's lifetime, per-VM NMT
  * snapshots, background reservations that never block, the nursery from C, fork(), racing
- * creates, a hook that calls back, and the soft limit of HotSpot's smallest stack.
+ * creates, a hook that calls back, the soft limit of HotSpot's smallest stack, and a host's
+ * own SIGQUIT handler next to rtvm's (and jcmd) — issue 25.
  *
  * One mode per process: host_safety_test <mode>. Prints "PASS <mode>" and exits 0, or
  * prints "FAIL file:line: ..." and exits 1. A handler chain that loops exits 4; a fault that
@@ -764,6 +765,55 @@ static void mode_soft_limit_136k(void) {
            s.depth);
 }
 
+/* SIGQUIT with a host handler installed before the VM: without a trigger file the host's
+ * handler runs (called by rtvm's Signal Dispatcher, after its thread dump); the attach
+ * mechanism's SIGQUIT (jcmd's) is rtvm's and does not reach it; destroy gives SIGQUIT back. */
+static volatile sig_atomic_t host_quits;
+static void host_quit_handler(int sig) {
+    (void)sig;
+    host_quits++;
+}
+
+static int wait_for_quits(int n) {
+    for (int i = 0; i < 500 && host_quits < n; i++) usleep(10000);
+    return host_quits;
+}
+
+static void mode_quit_host(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = host_quit_handler;
+    sigemptyset(&sa.sa_mask);
+    EXPECT(sigaction(SIGQUIT, &sa, NULL) == 0, "sigaction");
+    const char *opts[] = {"-Xmx32m"};
+    rtvm_vm *vm = create(opts, 1);
+    struct sigaction now;
+    sigaction(SIGQUIT, NULL, &now);
+    EXPECT(now.sa_handler != host_quit_handler, "rtvm's handler is installed over the host's");
+    kill(getpid(), SIGQUIT);
+    EXPECT(wait_for_quits(1) == 1, "the host's handler ran %d times after one SIGQUIT", (int)host_quits);
+    /* Not system(): it ignores SIGQUIT in the caller while the command runs. */
+    char pid[32];
+    snprintf(pid, sizeof pid, "%d", (int)getpid());
+    pid_t child = fork();
+    if (child == 0) {
+        execlp("jcmd", "jcmd", pid, "VM.uptime", (char *)NULL);
+        _exit(127);
+    }
+    int status = 0;
+    while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+    }
+    EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 0, "jcmd against the host ended with status %d", status);
+    usleep(200000);
+    EXPECT(host_quits == 1, "the attach SIGQUIT reached the host's handler (%d)", (int)host_quits);
+    OKAY(rtvm_destroy(vm));
+    sigaction(SIGQUIT, NULL, &now);
+    EXPECT(now.sa_handler == host_quit_handler, "destroy gave SIGQUIT back to the host");
+    kill(getpid(), SIGQUIT);
+    EXPECT(wait_for_quits(2) == 2, "after destroy SIGQUIT goes to the host's handler directly");
+    printf("host SIGQUIT handler: ran for kill -3, not for jcmd (answered), given back at destroy\n");
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IONBF, 0);
     if (argc != 2) {
@@ -782,6 +832,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(m, "create-race")) mode_create_race();
     else if (!strcmp(m, "hook-reentry")) mode_hook_reentry();
     else if (!strcmp(m, "soft-limit-136k")) mode_soft_limit_136k();
+    else if (!strcmp(m, "quit-host")) mode_quit_host();
     else {
         fprintf(stderr, "unknown mode %s\n", m);
         return 2;

@@ -1,0 +1,187 @@
+//! Serviceability inside one process, each case in a child so this test process keeps its
+//! signal dispositions and files: diagnostic commands and thread dumps through the API; a
+//! SIGQUIT dump through the embedder's output hook; destroy while an attach client is
+//! connected (prompt, and no socket, perf file or thread left); 100 create/destroy cycles
+//! that each serve an attach request leave no descriptor, thread or file behind.
+
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rtvm::{InitArgs, Vm};
+use rtvm_testkit::child::{child_role, describe, run_child};
+
+fn check_child(test: &str) {
+    let out = run_child(test, "child");
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("CHILD OK"),
+        "{}",
+        describe(&out)
+    );
+}
+
+fn socket() -> PathBuf {
+    PathBuf::from(format!("/tmp/.java_pid{}", std::process::id()))
+}
+
+fn perf_file() -> PathBuf {
+    rtvm_os_linux::perfmem::user_directory().join(std::process::id().to_string())
+}
+
+/// The names of this process's threads (`comm`).
+fn thread_names() -> Vec<String> {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read_to_string(e.path().join("comm")).ok())
+        .map(|s| s.trim().to_owned())
+        .collect()
+}
+
+fn fd_count() -> usize {
+    std::fs::read_dir("/proc/self/fd").unwrap().count()
+}
+
+/// One attach request, raw: `(status line, text)`.
+fn attach(op: &str, arg: &str) -> (String, String) {
+    let mut s = UnixStream::connect(socket()).expect("connect to the attach socket");
+    s.write_all(format!("1\0{op}\0{arg}\0\0\0").as_bytes())
+        .unwrap();
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).unwrap();
+    let (status, text) = reply.split_once('\n').unwrap_or((&reply, ""));
+    (status.to_owned(), text.to_owned())
+}
+
+#[test]
+fn commands_and_dumps_through_the_api() {
+    if child_role().is_none() {
+        return check_child("commands_and_dumps_through_the_api");
+    }
+    let printed = Arc::new(Mutex::new(String::new()));
+    let sink = Arc::clone(&printed);
+    let vm = Vm::create(
+        InitArgs::new(["-Xmx32m", "-XX:NativeMemoryTracking=summary"])
+            .command("Embedded --mode test")
+            .output(move |_, text| sink.lock().unwrap().push_str(text)),
+    )
+    .unwrap();
+    let help = vm.diagnostic_command("help").unwrap();
+    assert!(
+        help.starts_with("The following commands are available:\n"),
+        "{help}"
+    );
+    assert_eq!(
+        vm.diagnostic_command("No.such").unwrap_err(),
+        "java.lang.IllegalArgumentException: Unknown diagnostic command\n"
+    );
+    let cl = vm.diagnostic_command("VM.command_line").unwrap();
+    assert!(
+        cl.contains("\njava_command: Embedded --mode test\n")
+            && cl.ends_with("Launcher Type: generic\n"),
+        "{cl}"
+    );
+    let nmt = vm
+        .diagnostic_command("VM.native_memory summary scale=MB")
+        .unwrap();
+    assert!(
+        nmt.contains("(Omitting categories weighting less than 1MB)"),
+        "{nmt}"
+    );
+    // The dump names every registry thread with its kernel tid.
+    let dump = vm.thread_dump();
+    for t in vm.threads() {
+        assert!(
+            dump.contains(&format!("\"{}\" ", t.name)),
+            "{} missing:\n{dump}",
+            t.name
+        );
+        assert!(dump.contains(&format!(" nid={:#x} ", t.tid())), "{dump}");
+    }
+    // SIGQUIT without a trigger file: the dump goes through the output hook.
+    let before = rtvm_os_linux::quit::quit_count();
+    // SAFETY-free: a signal to this process, which has rtvm's handler.
+    std::process::Command::new("kill")
+        .args(["-QUIT", &std::process::id().to_string()])
+        .status()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !printed
+        .lock()
+        .unwrap()
+        .contains("Full thread dump rtvm 64-Bit VM")
+    {
+        assert!(Instant::now() < deadline, "no dump after SIGQUIT");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(rtvm_os_linux::quit::quit_count() > before);
+    vm.shutdown().unwrap();
+    assert!(
+        !rtvm_os_linux::quit::handler_installed(),
+        "SIGQUIT given back"
+    );
+    println!("CHILD OK");
+}
+
+#[test]
+fn destroy_while_a_client_is_connected() {
+    if child_role().is_none() {
+        return check_child("destroy_while_a_client_is_connected");
+    }
+    let vm = Vm::create(InitArgs::new(["-Xmx32m", "-XX:+StartAttachListener"])).unwrap();
+    assert!(socket().exists() && perf_file().exists());
+    let (status, text) = attach("jcmd", "VM.uptime");
+    assert_eq!(status, "0");
+    assert!(text.ends_with(" s\n"), "{text}");
+    // Connected, never writing: the listener waits in its read.
+    let silent = UnixStream::connect(socket()).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let start = Instant::now();
+    vm.shutdown().unwrap();
+    let took = start.elapsed();
+    assert!(took < Duration::from_millis(1500), "destroy took {took:?}");
+    assert!(!socket().exists(), "the socket outlived the VM");
+    assert!(!perf_file().exists(), "the perf data file outlived the VM");
+    let names = thread_names();
+    assert!(
+        !names
+            .iter()
+            .any(|n| n.starts_with("Attach") || n.starts_with("Signal")),
+        "{names:?}"
+    );
+    drop(silent);
+    println!("destroy with a client connected: {took:?}");
+    println!("CHILD OK");
+}
+
+#[test]
+fn create_destroy_cycles_leave_nothing() {
+    if child_role().is_none() {
+        return check_child("create_destroy_cycles_leave_nothing");
+    }
+    // What a first VM sets up once per process (the logger, the allocator's arenas).
+    Vm::create(InitArgs::new(["-Xmx16m"]))
+        .unwrap()
+        .shutdown()
+        .unwrap();
+    let (fds, threads) = (fd_count(), thread_names().len());
+    for i in 0..100 {
+        let vm = Vm::create(InitArgs::new(["-Xmx16m", "-XX:+StartAttachListener"])).unwrap();
+        let (status, text) = attach("threaddump", "");
+        assert_eq!(status, "0", "cycle {i}");
+        assert!(text.contains("\"Attach Listener\""), "cycle {i}: {text}");
+        vm.shutdown().unwrap();
+        assert!(!socket().exists() && !perf_file().exists(), "cycle {i}");
+    }
+    assert_eq!(fd_count(), fds, "descriptors left behind");
+    assert_eq!(
+        thread_names().len(),
+        threads,
+        "threads left behind: {:?}",
+        thread_names()
+    );
+    println!("100 cycles: {fds} descriptors, {threads} threads before and after");
+    println!("CHILD OK");
+}
