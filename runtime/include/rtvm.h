@@ -65,6 +65,19 @@
  *   still chaining to the handler before it. Handlers a host installs on top of rtvm's are
  *   the host's to chain: rtvm's reports only faults that reach it.
  *
+ * SIGQUIT
+ *   rtvm installs a SIGQUIT handler with the others (not with -Xrs) that only counts the
+ *   signal and wakes the VM's "Signal Dispatcher" thread, which decides what it meant: with
+ *   an attach trigger file (.attach_pid<pid> in the working directory or /tmp, owned by the
+ *   VM's user or root) it starts the attach listener (jcmd, jstack, jinfo then work) and
+ *   nothing else happens; otherwise it prints a thread dump through the output hook (stdout
+ *   without one) and then calls the SIGQUIT handler the host had installed before the VM, if
+ *   any — on the dispatcher thread, not in signal context, with the last SIGQUIT's siginfo
+ *   and a zeroed ucontext. rtvm_destroy gives SIGQUIT back with the rules of the Signals
+ *   section (a handler the host installed after the VM stays on top). Note that system()
+ *   ignores SIGQUIT in its caller while the command runs: jcmd cannot attach meanwhile.
+ *   -XX:+DisableAttachMechanism: SIGQUIT always dumps, no listener ever starts.
+ *
  * fork()
  *   In a child created by fork() after rtvm_create, the VM belongs to the parent: its
  *   threads (workers, VM threads) do not exist in the child. Calls that would start, join or
@@ -363,6 +376,16 @@ int rtvm_detach_current_thread(rtvm_vm *vm);
  *     rtvm_nmt_summary(vm, b, n, NULL);
  * Any thread. */
 int rtvm_nmt_summary(rtvm_vm *vm, char *buf, size_t len, size_t *needed);
+
+/* Runs a diagnostic command as `jcmd <pid> <command>` does ("VM.native_memory summary",
+ * "Thread.print", "VM.log what=gc", "help") and writes what it printed (NUL-terminated) into
+ * buf, with the size-query idiom of rtvm_nmt_summary (the text a query made is kept for the
+ * same thread's next call with the same command and a big enough buffer). Returns RTVM_OK,
+ * or RTVM_EINVAL for an unknown command or argument (rtvm_last_error() has HotSpot's words:
+ * "java.lang.IllegalArgumentException: Unknown diagnostic command"), a NULL command, or a
+ * buffer that is NULL or too small. Any thread; not from inside the output hook. */
+int rtvm_diagnostic_command(rtvm_vm *vm, const char *command, char *buf, size_t len,
+                            size_t *needed);
 
 #ifdef __cplusplus
 }

@@ -806,6 +806,18 @@ static void mode_quit_host(void) {
     EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 0, "jcmd against the host ended with status %d", status);
     usleep(200000);
     EXPECT(host_quits == 1, "the attach SIGQUIT reached the host's handler (%d)", (int)host_quits);
+    /* The same commands from C, with the size-query idiom. */
+    size_t n = 0;
+    EXPECT(rtvm_diagnostic_command(vm, "Thread.print", NULL, 0, &n) == RTVM_EINVAL && n > 0,
+           "a size query answers EINVAL and the size (%zu)", n);
+    char *text = malloc(n);
+    OKAY(rtvm_diagnostic_command(vm, "Thread.print", text, n, NULL));
+    EXPECT(strstr(text, "\"Attach Listener\"") != NULL, "the dump lists the listener:\n%s", text);
+    free(text);
+    char small[256];
+    EXPECT(rtvm_diagnostic_command(vm, "No.such", small, sizeof small, NULL) == RTVM_EINVAL &&
+               strstr(rtvm_last_error(), "Unknown diagnostic command") != NULL,
+           "an unknown command: %s", rtvm_last_error());
     OKAY(rtvm_destroy(vm));
     sigaction(SIGQUIT, NULL, &now);
     EXPECT(now.sa_handler == host_quit_handler, "destroy gave SIGQUIT back to the host");
