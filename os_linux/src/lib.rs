@@ -55,7 +55,7 @@ pub use pages::{base_page_size, PageInfo, SysRoots, ThpMode};
 pub use pretouch::{PretouchRequest, Pretouched, Primitive};
 pub use stack::{GuardZones, StackLayout, StackMapping, StackSpec};
 pub use sys::Protection;
-pub use thread::{ForeignCall, OsThread, SpawnError, ThreadContext};
+pub use thread::{ForeignCall, Joined, Joiner, OsThread, SpawnError, ThreadContext};
 
 /// Re-exported so callers can name errnos without depending on nix themselves.
 pub use nix::errno::Errno;

@@ -169,12 +169,15 @@ pub struct Reservation {
     len: usize,
     ranges: Mutex<Ranges>,
     /// `Ranges::published_prefix`, readable without the lock. Grows with Release after the
-    /// memory is writable; shrinks only through `&mut self`.
+    /// memory is writable; shrinks through `&mut self`, or `uncommit_shared` of a reservation
+    /// that lends nothing.
     prefix: AtomicUsize,
     /// Held for reading while a pretouch runs, for writing while an unpublished range is
     /// uncommitted: a pretouch never races with the range disappearing under it.
     pretouch_gate: RwLock<()>,
     name: Option<String>,
+    /// Set by [`Reservation::forbid_lending`]: no atomic words are lent.
+    lending_forbidden: bool,
 }
 
 impl Reservation {
@@ -215,6 +218,7 @@ impl Reservation {
             ranges: Mutex::new(Ranges::default()),
             prefix: AtomicUsize::new(0),
             pretouch_gate: RwLock::new(()),
+            lending_forbidden: false,
             name: None,
         })
     }
@@ -244,6 +248,7 @@ impl Reservation {
             prefix: AtomicUsize::new(ranges.published_prefix()),
             ranges: Mutex::new(ranges),
             pretouch_gate: RwLock::new(()),
+            lending_forbidden: false,
             name: None,
         })
     }
@@ -448,6 +453,79 @@ impl Reservation {
         Ok(())
     }
 
+    /// Gives back the pages of a committed range while keeping it committed and usable: it
+    /// reads as zero afterwards and faults pages in again when touched (`MADV_DONTNEED`).
+    /// `EINVAL` unless the whole range is committed.
+    ///
+    /// Safe: the only references this reservation lends are atomic words
+    /// ([`atomic_words`](Reservation::atomic_words)), for which the kernel zeroing a page is
+    /// one more concurrent store (of zero); the memory stays mapped and writable. The caller
+    /// decides that nobody needs the contents.
+    pub fn discard(&self, offset: usize, len: usize) -> Result<()> {
+        let ranges = self.lock();
+        let addr = self.check(&ranges, Operation::Advise("MADV_DONTNEED"), offset, len)?;
+        if !ranges.committed.contains(offset, offset + len) {
+            return Err(OsError::new(
+                Operation::Advise("MADV_DONTNEED"),
+                addr,
+                len,
+                Errno::EINVAL,
+            ));
+        }
+        drop(ranges);
+        // SAFETY: the range is committed memory of this reservation, which lends only atomic
+        // references into it (see above); it stays mapped read-write.
+        unsafe { sys::madvise(addr, len, libc::MADV_DONTNEED) }
+            .map_err(|e| OsError::new(Operation::Advise("MADV_DONTNEED"), addr, len, e))?;
+        log::debug!(target: "os", "Discarded [{addr:#018x} - {:#018x}), {len} bytes", addr + len);
+        Ok(())
+    }
+
+    /// Stops this reservation from lending references ([`atomic_words`] answers `None` from
+    /// now on), which lets it uncommit published memory through a shared reference
+    /// ([`uncommit_shared`](Reservation::uncommit_shared)): its users reach it only through
+    /// the raw pointer, whose dereferences are theirs to make safe.
+    ///
+    /// [`atomic_words`]: Reservation::atomic_words
+    pub fn forbid_lending(&mut self) {
+        self.lending_forbidden = true;
+    }
+
+    /// Uncommits a committed range through a shared reference: the memory and its commit
+    /// charge go back to the kernel and the range is reserved (`PROT_NONE`) again — an access
+    /// faults until it is committed anew. Waits for pretouches in flight (a later pretouch
+    /// of the range fails with `EINVAL`). `EPERM` unless lending was forbidden
+    /// ([`forbid_lending`](Reservation::forbid_lending)), `EINVAL` unless the whole range is
+    /// committed.
+    pub fn uncommit_shared(&self, offset: usize, len: usize) -> Result<()> {
+        let _gate = self
+            .pretouch_gate
+            .write()
+            .unwrap_or_else(|p| p.into_inner());
+        let mut ranges = self.lock();
+        let addr = self.check(&ranges, Operation::Uncommit, offset, len)?;
+        if !self.lending_forbidden {
+            return Err(OsError::new(Operation::Uncommit, addr, len, Errno::EPERM));
+        }
+        if !ranges.committed.contains(offset, offset + len) {
+            return Err(OsError::new(Operation::Uncommit, addr, len, Errno::EINVAL));
+        }
+        // SAFETY: the range is ours and committed; this reservation lends no references (so
+        // none into the range is live), and the write gate excludes pretouches.
+        let result =
+            unsafe { sys::map_fixed(addr, len, Protection::None, MapFlags::empty(), false) };
+        if let Err(errno) = result {
+            Self::restore_reservation(self.base, &mut ranges, offset, len);
+            self.update_prefix(&ranges);
+            return Err(OsError::new(Operation::Uncommit, addr, len, errno));
+        }
+        ranges.committed.remove(offset, offset + len);
+        ranges.writable.remove(offset, offset + len);
+        self.update_prefix(&ranges);
+        log::debug!(target: "os", "Uncommitted [{addr:#018x} - {:#018x}), {len} bytes", addr + len);
+        Ok(())
+    }
+
     /// Changes the protection of a committed range (guard zones, read-only regions).
     pub fn protect(&mut self, offset: usize, len: usize, prot: Protection) -> Result<()> {
         let base = self.base;
@@ -552,7 +630,11 @@ impl Reservation {
     #[inline]
     pub fn atomic_words(&self, offset: usize, len: usize) -> Option<&[AtomicU64]> {
         let end = offset.checked_add(len)?;
-        if !offset.is_multiple_of(8) || !len.is_multiple_of(8) || end > self.len {
+        if !offset.is_multiple_of(8)
+            || !len.is_multiple_of(8)
+            || end > self.len
+            || self.lending_forbidden
+        {
             return None;
         }
         if end > self.prefix.load(Ordering::Acquire) && !self.lock().writable.contains(offset, end)

@@ -133,6 +133,11 @@ pub(crate) fn arm(layout: &StackLayout, name: &str) {
     OVERFLOW.with(|c| c.set(Some(info)));
 }
 
+/// The usable stack of the calling thread, if it runs on a stack rtvm mapped (armed).
+pub(crate) fn current_usable_stack() -> Option<(usize, usize)> {
+    OVERFLOW.with(|c| c.get()).map(|i| i.stack)
+}
+
 /// Disarms overflow reporting for the calling thread.
 pub(crate) fn disarm() {
     OVERFLOW.with(|c| c.set(None));

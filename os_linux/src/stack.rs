@@ -309,6 +309,127 @@ impl StackMapping {
     }
 }
 
+impl StackMapping {
+    /// Makes a stack whose thread has been joined ready for another thread: its pages below
+    /// `in_use_from` and those of its signal stack are given back (`MADV_DONTNEED`: they read
+    /// as zero again and are no longer resident), while the guards stay `PROT_NONE` and the
+    /// advice (`MADV_NOHUGEPAGE`) stays on the mapping. The pages from `in_use_from` (the
+    /// last stack pointer its thread reported, rounded down to a page) to the top — the
+    /// thread's control block and its first frames, which the next thread uses the same way
+    /// — stay resident, as glibc keeps the top of the stacks it caches: a reused stack then
+    /// starts without page faults. An `in_use_from` outside the usable part gives back all of
+    /// it. Only stacks whose guards were in place before their thread existed (mitigated
+    /// ones) can be recycled: `EINVAL` otherwise.
+    pub fn recycle(&mut self, in_use_from: usize) -> Result<()> {
+        let l = &self.layout;
+        if !self.guard_installed() || !self.spec.guard_early {
+            return Err(OsError::new(
+                Operation::MapStack,
+                l.mapping.start,
+                l.mapping.len(),
+                Errno::EINVAL,
+            ));
+        }
+        let keep_from = if l.usable.contains(&in_use_from) {
+            in_use_from & !(base_page_size() - 1)
+        } else {
+            l.usable.end
+        };
+        let parts = if keep_from == l.usable.end {
+            // One call over the usable part and the signal stack (the signal stack's guard
+            // page between them was never populated).
+            [l.usable.start..l.usable.end.max(l.alt_stack.end), 0..0]
+        } else {
+            [l.usable.start..keep_from, l.alt_stack.clone()]
+        };
+        for part in parts.into_iter().filter(|p| !p.is_empty()) {
+            // SAFETY: `&mut self`: no thread runs on this stack (its thread was joined) and
+            // nothing refers into it; the part lies inside this mapping.
+            unsafe { sys::madvise(part.start, part.len(), libc::MADV_DONTNEED) }.map_err(|e| {
+                OsError::new(
+                    Operation::Advise("MADV_DONTNEED"),
+                    part.start,
+                    part.len(),
+                    e,
+                )
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Names the thread the stack will be given to next.
+    pub fn rename(&mut self, name: &str) {
+        self.spec.name = name.to_owned();
+    }
+
+    /// Whether a thread asking for `spec` can run on this stack: the same sizes, zones,
+    /// signal stack and advice (the name aside).
+    pub fn fits(&self, spec: &StackSpec) -> bool {
+        let s = &self.spec;
+        s.size == spec.size
+            && s.zones == spec.zones
+            && s.alt_stack_size == spec.alt_stack_size
+            && s.no_huge_pages == spec.no_huge_pages
+            && s.guard_early == spec.guard_early
+    }
+}
+
+/// Gives back the calling thread's own stack pages below its current frame: on a stack rtvm
+/// mapped, from its lowest usable address; on any other thread's stack (one the host created),
+/// from the lowest address of the stack's mapping that glibc's bounds include (the first
+/// thread's stack is mapped only as far as it has grown). See [`trim_current_stack`].
+pub fn trim_own_stack() -> Result<usize> {
+    let marker = 0u8;
+    let sp = std::hint::black_box(&marker as *const u8 as usize);
+    let lowest = match crate::signals::current_usable_stack() {
+        Some((start, end)) if (start..end).contains(&sp) => start,
+        _ => {
+            let (usable, _) = current_thread_stack().ok_or_else(|| {
+                OsError::new(Operation::Advise("MADV_DONTNEED"), sp, 0, Errno::ESRCH)
+            })?;
+            let vma = crate::procfs::maps_overlapping(sp, sp + 1)
+                .ok()
+                .and_then(|m| m.into_iter().find(|e| e.start <= sp && sp < e.end))
+                .ok_or_else(|| {
+                    OsError::new(Operation::Advise("MADV_DONTNEED"), sp, 0, Errno::ESRCH)
+                })?;
+            usable.start.max(vma.start)
+        }
+    };
+    // SAFETY: `lowest` is the lowest usable (mapped) address of this thread's own stack, and
+    // the range up to the current frame is below the stack pointer: dead by the ABI.
+    unsafe { trim_current_stack(lowest) }
+}
+
+/// Gives back the calling thread's stack pages from `lowest` up to just below its current
+/// frame (`MADV_DONTNEED`: they read as zero and fault back in when the stack grows again),
+/// keeping the page the frame is on and the one below it (the ABI's red zone, and the frames
+/// of this call). Returns the bytes that were resident and were given back.
+///
+/// # Safety
+/// `lowest` must be the lowest usable address of the calling thread's own stack (a mapping
+/// whose part between `lowest` and the current stack pointer nothing refers to: memory below
+/// a thread's stack pointer is dead by the ABI), or the range must otherwise be memory no one
+/// uses.
+#[inline(never)]
+pub unsafe fn trim_current_stack(lowest: usize) -> Result<usize> {
+    let marker = 0u8;
+    let sp = std::hint::black_box(&marker as *const u8 as usize);
+    let page = base_page_size();
+    let lowest = lowest.next_multiple_of(page);
+    let end = (sp & !(page - 1)).saturating_sub(page);
+    if end <= lowest {
+        return Ok(0);
+    }
+    let len = end - lowest;
+    let freed = sys::resident_pages(lowest, len, page).unwrap_or(0) * page;
+    // SAFETY: forwarded to the caller: the range lies below this frame and its red zone on
+    // the calling thread's stack; a signal is only delivered once the call has returned.
+    unsafe { sys::madvise(lowest, len, libc::MADV_DONTNEED) }
+        .map_err(|e| OsError::new(Operation::Advise("MADV_DONTNEED"), lowest, len, e))?;
+    Ok(freed)
+}
+
 impl Drop for StackMapping {
     fn drop(&mut self) {
         let m = &self.layout.mapping;

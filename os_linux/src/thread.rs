@@ -62,7 +62,7 @@ struct GuardRanges {
 /// (from a `pthread_key` destructor): it must not log or print.
 pub type ExitHook = Box<dyn FnOnce() + Send + 'static>;
 
-/// The exit hook as the key holds it.
+/// An attached thread's exit hook as the foreign key holds it.
 struct OnExit(ExitHook);
 
 /// A `pthread_key` with `destructor`, created once per `slot` (`None` if it could not be).
@@ -91,11 +91,13 @@ unsafe extern "C" fn run_exit_hook(value: *mut c_void) {
     if value.is_null() {
         return;
     }
-    // SAFETY: the key only ever holds a pointer from `Box::into_raw(Box<OnExit>)` set by
-    // `start` for this thread, and glibc calls the destructor once, with that value.
-    let hook = unsafe { Box::from_raw(value.cast::<OnExit>()) };
-    // A panic may not unwind out of a destructor called by glibc.
-    let _ = catch_unwind(AssertUnwindSafe(move || (hook.0)()));
+    // SAFETY: the key only ever holds, for a thread `spawn` started, a pointer to that
+    // thread's `StartPacket`, whose first field (`repr(C)`) is the function that runs its
+    // hook; the packet lives until the thread is joined, and glibc calls the destructor once.
+    unsafe {
+        let run = *value.cast::<unsafe fn(*mut c_void)>();
+        run(value);
+    }
 }
 
 /// The `pthread_key` for hooks on threads rtvm did not create (attached threads): its
@@ -213,7 +215,46 @@ impl ThreadContext {
 pub struct OsThread {
     pthread: libc::pthread_t,
     stack: Option<StackMapping>,
+    /// The start packet and how to free it, once the thread is joined.
+    packet: Option<(*mut c_void, FreePacket)>,
+    /// A [`Joiner`] was taken: whoever has it joins the thread.
+    joiner_out: bool,
 }
+
+/// The right to join a thread, taken out of its [`OsThread`] so that the join can wait
+/// without holding whatever keeps the `OsThread` (others may still read its stack meanwhile).
+#[derive(Debug)]
+#[must_use = "a thread whose joiner is dropped is never joined (its stack is leaked)"]
+pub struct Joiner {
+    pthread: libc::pthread_t,
+}
+
+/// Proof that a thread was joined, for [`OsThread::into_stack`].
+#[derive(Debug)]
+pub struct Joined {
+    pthread: libc::pthread_t,
+}
+
+impl Joiner {
+    /// Waits for the thread to end (`pthread_join`); `None` if that failed (cannot happen for
+    /// a joinable thread rtvm started: the stack is then leaked, never unmapped under it).
+    pub fn join(self) -> Option<Joined> {
+        // SAFETY: `pthread` is a joinable thread created by `spawn`; its OsThread handed out
+        // this one Joiner and joins nothing itself afterwards.
+        let rc = unsafe { libc::pthread_join(self.pthread, std::ptr::null_mut()) };
+        if rc != 0 {
+            log::error!(target: "os+thread", "pthread_join failed ({}); leaking the stack", errno_name(Errno::from_raw(rc)));
+            return None;
+        }
+        Some(Joined {
+            pthread: self.pthread,
+        })
+    }
+}
+
+// SAFETY: the packet pointer is only dereferenced (freed) by whoever joins the thread, after
+// the join, when no other thread uses it; everything in it is `Send`.
+unsafe impl Send for OsThread {}
 
 /// Why a thread could not be started.
 #[derive(Debug, thiserror::Error)]
@@ -228,23 +269,62 @@ pub fn errno_name(errno: Errno) -> String {
     format!("{errno:?}")
 }
 
-/// A thread's entry: runs on the new thread; may return a foreign body to call last.
+/// A thread's entry, boxed (any `FnOnce(&mut ThreadContext) -> Option<ForeignCall>` will
+/// do): runs on the new thread; may return a foreign body to call last.
 pub type Entry = Box<dyn FnOnce(&mut ThreadContext) -> Option<ForeignCall> + Send + 'static>;
 
-struct StartPacket {
-    entry: Entry,
+/// Everything a new thread needs, in one allocation the parent makes and frees after the
+/// join: the child moves the entry and the hook out and uses the context in place, so it
+/// frees nothing — a thread whose body allocates nothing never touches malloc (whose first
+/// free on a thread sets up a per-thread cache and an arena, a large part of a short
+/// thread's cost).
+#[repr(C)]
+struct StartPacket<E, H> {
+    /// Runs the hook; first, so the exit key's destructor finds it without knowing `E`, `H`.
+    run_hook: unsafe fn(*mut c_void),
+    entry: Option<E>,
+    on_exit: Option<H>,
     context: ThreadContext,
-    on_exit: Option<Box<OnExit>>,
+}
+
+/// Runs and clears a packet's exit hook, once.
+///
+/// # Safety
+/// `packet` points to a live `StartPacket<E, H>` used by no other thread now (its thread
+/// calls this in its last moments; the parent touches the packet only after the join).
+unsafe fn run_packet_hook<E, H: FnOnce()>(packet: *mut c_void) {
+    // SAFETY: per the contract above.
+    let hook = unsafe { (*packet.cast::<StartPacket<E, H>>()).on_exit.take() };
+    if let Some(hook) = hook {
+        // A panic may not unwind out of a destructor called by glibc.
+        let _ = catch_unwind(AssertUnwindSafe(hook));
+    }
+}
+
+/// How an [`OsThread`] frees its thread's start packet (whose type it does not know).
+type FreePacket = unsafe fn(*mut c_void);
+
+/// Frees a packet (after the join, or when no thread was created).
+///
+/// # Safety
+/// `packet` is a `Box<StartPacket<E, H>>` leaked by `spawn`, with no thread using it.
+unsafe fn free_packet<E, H>(packet: *mut c_void) {
+    // SAFETY: per the contract above; whatever the child moved out is `None` now.
+    drop(unsafe { Box::from_raw(packet.cast::<StartPacket<E, H>>()) });
 }
 
 /// Starts a thread on `stack` running `entry`; `on_exit` runs when the thread ends, however
 /// it ends. On failure the stack is unmapped and nothing is left behind. `pthread_create` is
 /// retried on `EAGAIN` up to three more times, as HotSpot does.
-pub fn spawn(
+pub fn spawn<E, H>(
     stack: StackMapping,
-    entry: Entry,
-    on_exit: Option<ExitHook>,
-) -> std::result::Result<OsThread, SpawnError> {
+    entry: E,
+    on_exit: Option<H>,
+) -> std::result::Result<OsThread, SpawnError>
+where
+    E: FnOnce(&mut ThreadContext) -> Option<ForeignCall> + Send + 'static,
+    H: FnOnce() + Send + 'static,
+{
     // Created here, in the parent: the child only sets its value.
     let _ = exit_key();
     let layout = stack.layout().clone();
@@ -260,21 +340,24 @@ pub fn spawn(
         layout,
     };
     let packet = Box::into_raw(Box::new(StartPacket {
-        entry,
+        run_hook: run_packet_hook::<E, H>,
+        entry: Some(entry),
+        on_exit,
         context,
-        on_exit: on_exit.map(|h| Box::new(OnExit(h))),
-    }));
-    let start: extern "C-unwind" fn(*mut c_void) -> *mut c_void = trampoline;
+    }))
+    .cast::<c_void>();
+    let free = free_packet::<E, H>;
+    let start: extern "C-unwind" fn(*mut c_void) -> *mut c_void = trampoline::<E, H>;
     // SAFETY: `attr` is initialised before use and destroyed on every path. The stack
     // region passed to pthread_attr_setstack is the usable part of a mapping that this
     // OsThread owns and unmaps only after pthread_join. `packet` is handed to exactly one
-    // thread (which frees it) or, if no thread was created, freed here. The start routine is
-    // a C-unwind function with the C calling convention pthread expects.
+    // thread, and freed by the OsThread after its join (or here, if no thread was created).
+    // The start routine is a C-unwind function with the C calling convention pthread expects.
     unsafe {
         let mut attr: libc::pthread_attr_t = std::mem::zeroed();
         let rc = libc::pthread_attr_init(&mut attr);
         if rc != 0 {
-            drop(Box::from_raw(packet));
+            free(packet);
             return Err(SpawnError {
                 errno: Errno::from_raw(rc),
             });
@@ -285,7 +368,7 @@ pub fn spawn(
         if rc == 0 {
             let routine: extern "C" fn(*mut c_void) -> *mut c_void = std::mem::transmute(start);
             for _ in 0..4 {
-                rc = libc::pthread_create(&mut pthread, &attr, routine, packet.cast());
+                rc = libc::pthread_create(&mut pthread, &attr, routine, packet);
                 if rc != libc::EAGAIN {
                     break;
                 }
@@ -293,7 +376,7 @@ pub fn spawn(
         }
         libc::pthread_attr_destroy(&mut attr);
         if rc != 0 {
-            drop(Box::from_raw(packet));
+            free(packet);
             return Err(SpawnError {
                 errno: Errno::from_raw(rc),
             });
@@ -301,6 +384,8 @@ pub fn spawn(
         Ok(OsThread {
             pthread,
             stack: Some(stack),
+            packet: Some((packet, free)),
+            joiner_out: false,
         })
     }
 }
@@ -321,8 +406,51 @@ impl OsThread {
         self.join_inner();
     }
 
+    /// Waits for the thread to finish and hands its stack back instead of unmapping it (to
+    /// [`StackMapping::recycle`] for another thread); `None` if it could not be joined.
+    pub fn join_keeping_stack(mut self) -> Option<StackMapping> {
+        let joined = self.take_joiner()?.join()?;
+        self.into_stack(joined)
+    }
+
+    /// Takes the right to join the thread (once; `None` afterwards).
+    pub fn take_joiner(&mut self) -> Option<Joiner> {
+        if self.joiner_out || self.stack.is_none() {
+            return None;
+        }
+        self.joiner_out = true;
+        Some(Joiner {
+            pthread: self.pthread,
+        })
+    }
+
+    /// The stack of a thread its [`Joiner`] joined, to unmap or recycle; `None` for the
+    /// proof of another thread's join.
+    pub fn into_stack(mut self, joined: Joined) -> Option<StackMapping> {
+        if joined.pthread != self.pthread {
+            return None;
+        }
+        self.joiner_out = false;
+        self.free_packet();
+        self.stack.take()
+    }
+
+    /// Frees the start packet of a joined thread.
+    fn free_packet(&mut self) {
+        if let Some((packet, free)) = self.packet.take() {
+            // SAFETY: the thread is joined: nobody uses the packet any more.
+            unsafe { free(packet) };
+        }
+    }
+
     fn join_inner(&mut self) {
         if self.stack.is_none() {
+            return;
+        }
+        if self.joiner_out {
+            // Its Joiner may still be waiting, or was dropped: the thread may run on.
+            std::mem::forget(self.stack.take());
+            self.packet = None;
             return;
         }
         // SAFETY: `pthread` is a joinable thread created by `spawn` and joined only here
@@ -333,8 +461,10 @@ impl OsThread {
             // be in use.
             log::error!(target: "os+thread", "pthread_join failed ({}); leaking the stack", errno_name(Errno::from_raw(rc)));
             std::mem::forget(self.stack.take());
+            self.packet = None;
             return;
         }
+        self.free_packet();
         self.stack = None;
     }
 }
@@ -346,23 +476,24 @@ impl Drop for OsThread {
 }
 
 /// The Rust part of a thread's start: everything but the foreign body. Returns the foreign
-/// call, if any, once every value it created has been dropped, and the exit hook if it could
-/// not be registered with the key (the trampoline then runs it itself).
-fn start(arg: *mut c_void) -> (Option<ForeignCall>, *mut c_void) {
-    // SAFETY: `arg` is the StartPacket leaked by `spawn` for exactly this thread.
-    let packet = unsafe { Box::from_raw(arg.cast::<StartPacket>()) };
-    let StartPacket {
-        entry,
-        mut context,
-        on_exit,
-    } = *packet;
+/// call, if any, once every value it created has been dropped, and the packet if its exit
+/// hook could not be registered with the key (the trampoline then runs it itself).
+fn start<E, H>(arg: *mut c_void) -> (Option<ForeignCall>, *mut c_void)
+where
+    E: FnOnce(&mut ThreadContext) -> Option<ForeignCall>,
+    H: FnOnce(),
+{
+    // SAFETY: `arg` is the StartPacket `spawn` made for exactly this thread; the parent does
+    // not touch it until this thread is joined.
+    let packet = unsafe { &mut *arg.cast::<StartPacket<E, H>>() };
+    let entry = packet.entry.take();
+    let context = &mut packet.context;
     // Register the exit hook before anything can end the thread. Without a key (or if glibc
     // refuses the value) the thread still runs; only `pthread_exit` would then go unnoticed.
-    let hook = on_exit.map_or(std::ptr::null_mut(), |h| Box::into_raw(h).cast::<c_void>());
     let unregistered = match exit_key() {
-        // SAFETY: the key is valid; the value is a leaked Box<OnExit> the destructor reclaims.
-        Some(key) if unsafe { libc::pthread_setspecific(key, hook) } == 0 => std::ptr::null_mut(),
-        _ => hook,
+        // SAFETY: the key is valid; the value is the packet, which outlives the thread.
+        Some(key) if unsafe { libc::pthread_setspecific(key, arg) } == 0 => std::ptr::null_mut(),
+        _ => arg,
     };
     signals::set_alt_stack(Some(&context.layout.alt_stack));
     set_current_thread_name(&context.name);
@@ -370,23 +501,29 @@ fn start(arg: *mut c_void) -> (Option<ForeignCall>, *mut c_void) {
         signals::arm(&context.layout, &context.name);
     }
     // A panic must not unwind into C; the runtime reports panics itself.
-    let call = catch_unwind(AssertUnwindSafe(|| entry(&mut context)))
-        .ok()
-        .flatten();
+    let call = entry.and_then(|entry| {
+        catch_unwind(AssertUnwindSafe(|| entry(context)))
+            .ok()
+            .flatten()
+    });
     (call, unregistered)
 }
 
-extern "C-unwind" fn trampoline(arg: *mut c_void) -> *mut c_void {
+extern "C-unwind" fn trampoline<E, H>(arg: *mut c_void) -> *mut c_void
+where
+    E: FnOnce(&mut ThreadContext) -> Option<ForeignCall>,
+    H: FnOnce(),
+{
     // This frame holds nothing that needs dropping while the foreign body runs (a call and a
     // raw pointer): a `pthread_exit` in it unwinds through here — a plain old frame — to
     // glibc's start_thread, which runs the key destructors, and with them the exit hook.
-    let (call, unregistered) = start(arg);
+    let (call, unregistered) = start::<E, H>(arg);
     if let Some(call) = call {
         // SAFETY: the embedder supplied `f` to be called with `arg` on this thread.
         unsafe { (call.f)(call.arg) };
     }
     if !unregistered.is_null() {
-        // SAFETY: a Box<OnExit> the key could not take; run and free it here, once.
+        // SAFETY: the packet's hook, which the key could not take: run it here, once.
         unsafe { run_exit_hook(unregistered) };
     }
     std::ptr::null_mut()
@@ -440,7 +577,7 @@ mod tests {
                 .unwrap();
                 None
             }),
-            None,
+            None::<ExitHook>,
         )
         .unwrap();
         let (sp, glibc_view, tid, guard) = rx.recv().unwrap();

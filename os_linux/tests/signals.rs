@@ -251,7 +251,7 @@ fn a_signal_stack_overflow_is_reported_as_one() {
                 unsafe { libc::raise(libc::SIGUSR1) };
                 None
             }),
-            None,
+            None::<rtvm_os_linux::thread::ExitHook>,
         )
         .unwrap();
         t.join();
@@ -303,7 +303,7 @@ fn without_core_dumps_a_guard_hit_exits_1() {
                 recurse(0);
                 None
             }),
-            None,
+            None::<rtvm_os_linux::thread::ExitHook>,
         )
         .unwrap();
         t.join();

@@ -106,7 +106,7 @@ fn unmitigated_stack_is_plain_until_the_thread_guards_it() {
             go_rx.recv().unwrap();
             None
         }),
-        None,
+        None::<rtvm_os_linux::thread::ExitHook>,
     )
     .unwrap();
     rx.recv().unwrap();
@@ -177,7 +177,7 @@ fn a_thread_can_use_most_of_its_stack_without_touching_the_guard() {
             tx.send(recurse(stop_at)).unwrap();
             None
         }),
-        None,
+        None::<rtvm_os_linux::thread::ExitHook>,
     )
     .unwrap();
     let deepest = rx.recv().unwrap();
@@ -207,7 +207,7 @@ fn stack_overflow_is_reported_with_its_zone_and_aborts() {
                 println!("{}", recurse(0));
                 None
             }),
-            None,
+            None::<rtvm_os_linux::thread::ExitHook>,
         )
         .unwrap();
         t.join();
@@ -256,7 +256,12 @@ fn spawn_failure_leaks_no_mapping() {
     })
     .unwrap();
     let range = s.layout().mapping.clone();
-    let err = spawn(s, Box::new(|_: &mut ThreadContext| None), None).unwrap_err();
+    let err = spawn(
+        s,
+        Box::new(|_: &mut ThreadContext| None),
+        None::<rtvm_os_linux::thread::ExitHook>,
+    )
+    .unwrap_err();
     assert_eq!(err.errno, Errno::EINVAL);
     assert_eq!(err.to_string(), "pthread_create failed (EINVAL)");
     assert!(

@@ -120,11 +120,11 @@ fn os_sample(no_huge: bool, alt_stack: bool) -> (Duration, u64) {
             let b = g.parked_body();
             rtvm_os_linux::thread::spawn(
                 StackMapping::map(&spec).unwrap(),
-                Box::new(move |_| {
+                Box::new(move |_: &mut rtvm_os_linux::thread::ThreadContext| {
                     b();
                     None
                 }),
-                None,
+                None::<rtvm_os_linux::thread::ExitHook>,
             )
             .unwrap()
         },
