@@ -151,9 +151,13 @@ define_flags! {
         range(pd::MIN_STACK_YELLOW_PAGES, pd::MAX_STACK_YELLOW_PAGES);
     product(bool, StartAttachListener, false,
         "Always start Attach Listener at VM startup");
+    manageable(size_t, ThreadStackCacheSize, 40 * M,
+        "Bytes of stacks of ended VM threads kept, guard zones and advice in place and their pages given back, for the next threads of the same size to start on; 0 keeps none");
     product_pd(intx, ThreadStackSize, pd::THREAD_STACK_SIZE_K,
         "Thread stack size (in Kbytes) of application threads; 0 uses the system default (RLIMIT_STACK)")
         range(0, pd::MAX_STACK_SIZE_K);
+    product(uint, TrimNativeHeapInterval, 0,
+        "Interval, in ms, at which the JVM will trim the native heap if the platform supports that. Lower values will reclaim memory more eagerly at the cost of higher overhead. A value of 0 (default) disables native heap trimming.");
     diagnostic(bool, UnlockDiagnosticVMOptions, false,
         "Enable normal processing of flags relating to field diagnostics");
     experimental(bool, UnlockExperimentalVMOptions, false,

@@ -82,11 +82,12 @@
  *   In a child created by fork() after rtvm_create, the VM belongs to the parent: its
  *   threads (workers, VM threads) do not exist in the child. Calls that would start, join or
  *   wait for threads, or tear the VM down — rtvm_destroy, rtvm_thread_start,
- *   rtvm_thread_join, rtvm_heap_expand, rtvm_memory_reserve, rtvm_release_pretouch,
- *   rtvm_attach_current_thread, rtvm_detach_current_thread, rtvm_current_stack_bounds,
- *   rtvm_nmt_summary — return RTVM_EFORK at once and change nothing (an atexit hook or a pre-fork server that calls rtvm_destroy in the child
- *   gets RTVM_EFORK, not a hang). The child's copy of the heap (rtvm_heap_allocate, the TLAB,
- *   rtvm_heap_get_stats, rtvm_heap_resident, rtvm_with_nursery) and its memories
+ *   rtvm_thread_join, rtvm_heap_expand, rtvm_heap_shrink, rtvm_memory_reserve,
+ *   rtvm_release_pretouch, rtvm_attach_current_thread, rtvm_detach_current_thread,
+ *   rtvm_current_stack_bounds, rtvm_trim_current_stack, rtvm_nmt_summary — return
+ *   RTVM_EFORK at once and change nothing (an atexit hook or a pre-fork server that calls
+ *   rtvm_destroy in the child gets RTVM_EFORK, not a hang). The child's copy of the heap
+ *   (rtvm_heap_allocate, the TLAB, rtvm_heap_get_stats, rtvm_heap_resident, rtvm_with_nursery) and its memories
  *   (rtvm_memory_*, pretouched by the calling thread) keep working. As POSIX says, exec or
  *   _exit soon.
  */
@@ -269,6 +270,24 @@ static inline void *rtvm_tlab_allocate(rtvm_tlab *tlab, size_t bytes) {
  * for it is given back, and the message says why. Any thread; expansions are serialized. */
 int rtvm_heap_expand(rtvm_vm *vm, size_t bytes, size_t *committed_out);
 
+/* Shrinks the heap's committed part to `target` bytes (rounded up to its page size) and
+ * gives the pages above it back to the kernel (RSS and the committed figures drop; the range
+ * stays mapped, so the kernel's commit charge for it stays), storing the committed size in
+ * *committed_out if not NULL. Refused with RTVM_EINVAL, nothing changed, below what is
+ * allocated, below MinHeapSize, on explicit huge pages, or over a held background pretouch
+ * (a running one is waited for). Safe while other threads allocate and expand: an
+ * allocation racing the shrink waits for it, a block handed out is never given back.
+ * rtvm_heap_expand makes the part usable again. Any thread, concurrently with any heap call;
+ * not after rtvm_destroy (the VM pointer is dangling then, as for every call taking it). */
+int rtvm_heap_shrink(rtvm_vm *vm, size_t target, size_t *committed_out);
+
+/* Trims the C heap (glibc malloc_trim(0), as `jcmd System.trim_native_heap`): the free parts
+ * of every arena go back to the kernel. Stores RSS+Swap before and after, in bytes, where
+ * the pointers are not NULL. RTVM_EINVAL where glibc is not the allocator. Periodic trims:
+ * -XX:TrimNativeHeapInterval=<ms>. Any thread, concurrently with the periodic trimmer (glibc
+ * serializes the trims); not after rtvm_destroy. */
+int rtvm_trim_native_heap(rtvm_vm *vm, size_t *rss_before, size_t *rss_after);
+
 /* Fills *out with the heap figures (counters only). Any thread. */
 int rtvm_heap_get_stats(rtvm_vm *vm, rtvm_heap_stats *out);
 
@@ -279,15 +298,16 @@ int rtvm_heap_resident(rtvm_vm *vm, size_t *out);
 /* The nursery (-Xmn, -XX:NewSize): the first NewSize bytes of the committed heap, an arena
  * whose allocations all end together. rtvm_heap_allocate and the TLAB never hand it out;
  * rtvm_with_nursery opens a scope — fn(ctx, nursery) runs, allocates with
- * rtvm_nursery_allocate, and when it returns every nursery allocation is over and the nursery
- * is empty for the next scope. One scope at a time per VM (others wait); not nested on one
+ * rtvm_nursery_allocate, and when it returns every nursery allocation is over, the pages it
+ * used are given back (MADV_DONTNEED) and the nursery is empty for the next scope. One scope at a time per VM (others wait); not nested on one
  * thread (RTVM_EINVAL); fn must return normally (no longjmp out of it). RTVM_EINVAL without
  * a nursery. Any thread. */
 typedef struct rtvm_nursery rtvm_nursery;
 int rtvm_with_nursery(rtvm_vm *vm, void (*fn)(void *ctx, rtvm_nursery *nursery), void *ctx);
 
-/* Allocates `bytes` (rounded up to 8) in the nursery, zero-filled at the first scope (later
- * scopes reuse the memory as the previous one left it); NULL when the nursery is full
+/* Allocates `bytes` (rounded up to 8) in the nursery, zero-filled (a scope's end gives the
+ * pages it used back to the kernel; on explicit huge pages, committed whole, a later scope
+ * finds the memory as the previous one left it); NULL when the nursery is full
  * (rtvm_last_error says how full). Only during the rtvm_with_nursery call that lent it; from
  * any thread during that call. */
 void *rtvm_nursery_allocate(rtvm_nursery *nursery, size_t bytes);
@@ -323,6 +343,20 @@ int rtvm_memory_reserve(rtvm_vm *vm, const char *category, size_t capacity, size
  * calls on one memory are serialized. */
 int rtvm_memory_grow(rtvm_memory *memory, size_t new_size);
 
+/* Gives back the pages of [offset, offset + len) (page-aligned, inside the usable part): they
+ * read as zero afterwards and are no longer resident; the range stays usable (a write faults a
+ * fresh page in) — how a runtime resets a linear memory for reuse. RTVM_EINVAL for a range
+ * that is not page-aligned or not inside the usable part (nothing changes). Any thread; calls
+ * on one memory are serialized. Also after rtvm_destroy (the memory outlives its VM). */
+int rtvm_memory_discard(rtvm_memory *memory, size_t offset, size_t len);
+
+/* Shrinks the usable part to new_size bytes (rounded up to the base page): the tail is
+ * uncommitted — an access there faults, its memory and commit charge go back to the kernel —
+ * and rtvm_memory_grow commits it again (zero-filled). A background pretouch is waited for
+ * first; a size at or above the current one changes nothing. Any thread; calls on one
+ * memory are serialized. Also after rtvm_destroy (the memory outlives its VM). */
+int rtvm_memory_shrink(rtvm_memory *memory, size_t new_size);
+
 /* Fills *out with the memory's figures. Any thread (waits for a growth in progress on it). */
 int rtvm_memory_get_info(rtvm_memory *memory, rtvm_memory_info *out);
 
@@ -331,6 +365,16 @@ int rtvm_memory_get_info(rtvm_memory *memory, rtvm_memory_info *out);
  * pretouch that failed (the memory is unmapped anyway). NULL is a no-op. Once per handle,
  * with no other call on it running. */
 int rtvm_memory_release(rtvm_memory *memory);
+
+/* Gives back the calling thread's stack pages below its current frame — what a deep
+ * recursion once made resident — keeping only what this call stands on (its frame and the
+ * ABI's red zone); the stack stays mapped and the pages fault back in as zeroes when it grows
+ * again. Stores the bytes given back in *freed_out if not NULL. For a VM thread or an
+ * attached one; RTVM_EDETACHED for any other thread (nothing done). Only a thread trims its
+ * own stack: rtvm never touches another thread's stack while it may run. rtvm's own threads
+ * (the workers, the dispatcher, the attach listener, the trimmer) trim themselves when they
+ * go idle after work. Not after rtvm_destroy (the VM pointer is dangling then). */
+int rtvm_trim_current_stack(rtvm_vm *vm, size_t *freed_out);
 
 /* Starts a VM thread named `name` running fn(arg), with the stack size of -Xss, and stores
  * its handle in *thread_out. Errors: RTVM_EAGAIN (a thread, process or mapping limit),

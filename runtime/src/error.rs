@@ -92,6 +92,7 @@ impl From<&HeapError> for ErrorCode {
                 no_mem_or(os.is_out_of_memory(), ErrorCode::Err)
             }
             HeapError::Exhausted { .. } => ErrorCode::NoMem,
+            HeapError::Shrink { .. } => ErrorCode::Inval,
             _ => ErrorCode::Err,
         }
     }

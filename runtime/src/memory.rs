@@ -234,7 +234,11 @@ impl VmMemory {
             .checked_add(guard)
             .ok_or_else(|| invalid("capacity plus guard overflows"))?;
         let pages = policy.pages;
-        let reservation = Reservation::reserve(total, pages.page_size).map_err(MemoryError::Os)?;
+        let mut reservation =
+            Reservation::reserve(total, pages.page_size).map_err(MemoryError::Os)?;
+        // The embedder reaches the memory through its base pointer only: the reservation
+        // lends no references, so it can give committed parts back while shared.
+        reservation.forbid_lending();
         if pages.advise_huge {
             reservation
                 .advise(0, capacity, HugePageAdvice::HugePage)
@@ -355,6 +359,71 @@ impl VmMemory {
             self.inner.category,
             r.base(),
             format_exact_size(new as u64)
+        );
+        Ok(())
+    }
+
+    /// Gives back the pages of `[offset, offset + len)` (page-aligned, inside the usable
+    /// part): they read as zero afterwards and are no longer resident, and the range stays
+    /// usable (a write faults a fresh page in) — Wasmtime's way to reset a linear memory for
+    /// reuse. `Invalid` for a range that is not page-aligned or not inside the usable part;
+    /// nothing changes then.
+    pub fn discard(&mut self, offset: usize, len: usize) -> Result<(), MemoryError> {
+        let page = base_page_size();
+        let inside = offset
+            .checked_add(len)
+            .is_some_and(|end| end <= self.size());
+        if !inside || !offset.is_multiple_of(page) || !len.is_multiple_of(page) {
+            return Err(MemoryError::Invalid {
+                category: self.inner.category.clone(),
+                reason: format!(
+                    "cannot discard [{offset:#x}, +{len:#x}): not page-aligned or beyond the usable {:#x} bytes",
+                    self.size()
+                ),
+            });
+        }
+        if len == 0 {
+            return Ok(());
+        }
+        self.inner
+            .reservation
+            .discard(offset, len)
+            .map_err(MemoryError::Os)?;
+        log::debug!(
+            target: "os",
+            "Discarded {} bytes of {} [{:#x}] at offset {offset:#x}",
+            len,
+            self.inner.category,
+            self.inner.reservation.base()
+        );
+        Ok(())
+    }
+
+    /// Shrinks the usable part to `new_size` bytes (rounded up to the base page): the tail is
+    /// uncommitted — an access there faults, its memory and commit charge go back to the
+    /// kernel — and [`grow_to`](VmMemory::grow_to) commits it again (reading zero). A
+    /// background pretouch of the initial part is waited for first. A size at or above the
+    /// current one changes nothing.
+    pub fn shrink_to(&mut self, new_size: usize) -> Result<(), MemoryError> {
+        let old = self.size();
+        let new = new_size
+            .checked_next_multiple_of(base_page_size())
+            .unwrap_or(old);
+        if new >= old {
+            return Ok(());
+        }
+        self.wait_for_pretouch()?;
+        let r = &self.inner.reservation;
+        r.uncommit_shared(new, old - new).map_err(MemoryError::Os)?;
+        self.inner.size.store(new, Ordering::Release);
+        log::info!(
+            target: "os",
+            "Shrank {} [{:#x}] from {} to {}: {} uncommitted",
+            self.inner.category,
+            r.base(),
+            format_exact_size(old as u64),
+            format_exact_size(new as u64),
+            format_exact_size((old - new) as u64)
         );
         Ok(())
     }

@@ -140,6 +140,9 @@ pub struct NmtSummary {
     pub thread_count: usize,
     /// Their stacks.
     pub stacks: Usage,
+    /// Stacks of ended threads kept for reuse (`ThreadStackCacheSize`): how many, and their
+    /// mapped and resident sizes (counted in the Thread category).
+    pub stack_cache: (usize, Usage),
     /// The C allocator (`None` if it cannot say).
     pub malloc: Option<Usage>,
     /// Per-stack lines (`detail` only).
@@ -157,6 +160,7 @@ impl NmtSummary {
         heap_range: std::ops::Range<usize>,
         heap_pages: &str,
         stacks: Vec<StackDetail>,
+        stack_cache: (usize, Usage),
         memories: Vec<MemoryDetail>,
         detail: bool,
     ) -> NmtSummary {
@@ -174,6 +178,7 @@ impl NmtSummary {
             heap_pages: heap_pages.to_owned(),
             thread_count: stacks.len(),
             stacks: stack_usage,
+            stack_cache,
             malloc,
             stack_details: if detail { stacks } else { Vec::new() },
             memories,
@@ -207,9 +212,19 @@ impl NmtSummary {
         let (reserved, committed) = self.memories.iter().fold((0, 0), |(r, c), m| {
             (r + (m.end - m.start) as u64, c + m.committed)
         });
+        let threads = self.thread_usage();
         Usage {
-            reserved: self.heap.reserved + self.stacks.reserved + reserved,
-            committed: self.heap.committed + self.stacks.committed + committed,
+            reserved: self.heap.reserved + threads.reserved + reserved,
+            committed: self.heap.committed + threads.committed + committed,
+        }
+    }
+
+    /// The Thread category: live stacks and the stack cache.
+    pub fn thread_usage(&self) -> Usage {
+        let c = self.stack_cache.1;
+        Usage {
+            reserved: self.stacks.reserved + c.reserved,
+            committed: self.stacks.committed + c.committed,
         }
     }
 
@@ -277,7 +292,7 @@ impl NmtSummary {
             ),
         );
         let _ = writeln!(s, " ");
-        category(&mut s, "Thread", self.stacks);
+        category(&mut s, "Thread", self.thread_usage());
         sub(&mut s, &format!("(thread #{})", self.thread_count));
         sub(
             &mut s,
@@ -287,6 +302,17 @@ impl NmtSummary {
                 amount(self.stacks.committed)
             ),
         );
+        let (cached, c) = self.stack_cache;
+        if cached > 0 {
+            sub(
+                &mut s,
+                &format!(
+                    "(stack cache: #{cached}, reserved={}, committed={})",
+                    amount(c.reserved),
+                    amount(c.committed)
+                ),
+            );
+        }
         let _ = writeln!(s, " ");
         for (name, u) in self.memory_categories() {
             category(&mut s, &name, u);
@@ -367,7 +393,7 @@ impl NmtSummary {
         category(&mut s, "Java Heap", self.heap, base.heap);
         sub(&mut s, &format!("(mmap: {})", usage(self.heap, base.heap)));
         let _ = writeln!(s, " ");
-        category(&mut s, "Thread", self.stacks, base.stacks);
+        category(&mut s, "Thread", self.thread_usage(), base.thread_usage());
         let threads = self.thread_count as i64 - base.thread_count as i64;
         if threads == 0 {
             sub(&mut s, &format!("(thread #{})", self.thread_count));
@@ -583,6 +609,7 @@ mod tests {
                 reserved: 13631488,
                 committed: 589824,
             },
+            stack_cache: (0, Usage::default()),
             malloc: Some(Usage {
                 reserved: 9000000,
                 committed: 7262639,

@@ -328,6 +328,7 @@ impl WorkerGang {
 }
 
 fn worker_loop(shared: &Shared) {
+    let mut worked = false;
     loop {
         let (job, task, worker_id) = {
             let mut s = shared.lock();
@@ -347,10 +348,19 @@ fn worker_loop(shared: &Shared) {
                 if s.shutdown {
                     return;
                 }
+                if std::mem::take(&mut worked) {
+                    // Idle after work: give back the stack pages the task's frames touched
+                    // (outside the lock; then look for work again).
+                    drop(s);
+                    let _ = rtvm_os_linux::stack::trim_own_stack();
+                    s = shared.lock();
+                    continue;
+                }
                 s = shared.cv.wait(s).unwrap_or_else(|p| p.into_inner());
             }
         };
         let panicked = task.and_then(|task| run_caught(&*task, worker_id));
+        worked = true;
         let mut s = shared.lock();
         let mut j = lock_job(&job);
         j.finished += 1;

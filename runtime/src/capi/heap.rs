@@ -143,6 +143,70 @@ pub unsafe extern "C" fn rtvm_heap_expand(
     })
 }
 
+/// See `rtvm_heap_shrink` in rtvm.h.
+///
+/// # Safety
+/// `vm` must be a live VM from `rtvm_create`; `committed_out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn rtvm_heap_shrink(
+    vm: *mut Vm,
+    target: usize,
+    committed_out: *mut usize,
+) -> c_int {
+    guard("rtvm_heap_shrink", || {
+        // SAFETY: forwarded to the caller.
+        let Some(vm) = (unsafe { vm_ref(vm) }) else {
+            return fail(EINVAL, "rtvm_heap_shrink: vm is NULL");
+        };
+        if let Err(code) = super::refuse_forked(vm, "rtvm_heap_shrink") {
+            return code;
+        }
+        match vm.shrink_heap(target) {
+            Ok(committed) => {
+                if !committed_out.is_null() {
+                    // SAFETY: checked non-NULL; the caller guarantees it is writable.
+                    unsafe { *committed_out = committed };
+                }
+                OK
+            }
+            Err(e) => fail(code_of(&e), &e.to_string()),
+        }
+    })
+}
+
+/// See `rtvm_trim_native_heap` in rtvm.h.
+///
+/// # Safety
+/// `vm` must be a live VM from `rtvm_create`; the out-pointers NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn rtvm_trim_native_heap(
+    vm: *mut Vm,
+    rss_before: *mut usize,
+    rss_after: *mut usize,
+) -> c_int {
+    guard("rtvm_trim_native_heap", || {
+        // SAFETY: forwarded to the caller.
+        let Some(vm) = (unsafe { vm_ref(vm) }) else {
+            return fail(EINVAL, "rtvm_trim_native_heap: vm is NULL");
+        };
+        match vm.trim_native_heap() {
+            Some(r) => {
+                for (out, v) in [(rss_before, r.rss_before), (rss_after, r.rss_after)] {
+                    if !out.is_null() {
+                        // SAFETY: checked non-NULL; the caller guarantees it is writable.
+                        unsafe { *out = usize::try_from(v).unwrap_or(usize::MAX) };
+                    }
+                }
+                OK
+            }
+            None => fail(
+                EINVAL,
+                "rtvm_trim_native_heap: the C allocator cannot be trimmed (it is not glibc's)",
+            ),
+        }
+    })
+}
+
 /// See `rtvm_heap_get_stats` in rtvm.h.
 ///
 /// # Safety

@@ -91,6 +91,46 @@ pub unsafe extern "C" fn rtvm_memory_grow(memory: *mut RtvmMemory, new_size: usi
     })
 }
 
+/// See `rtvm_memory_discard` in rtvm.h.
+///
+/// # Safety
+/// `memory` must be a live handle from `rtvm_memory_reserve`.
+#[no_mangle]
+pub unsafe extern "C" fn rtvm_memory_discard(
+    memory: *mut RtvmMemory,
+    offset: usize,
+    len: usize,
+) -> c_int {
+    guard("rtvm_memory_discard", || {
+        // SAFETY: the caller passes a live handle.
+        let Some(m) = (unsafe { memory.as_ref() }) else {
+            return fail(EINVAL, "rtvm_memory_discard: memory is NULL");
+        };
+        match m.lock().discard(offset, len) {
+            Ok(()) => OK,
+            Err(e) => fail(code_of(&e), &e.to_string()),
+        }
+    })
+}
+
+/// See `rtvm_memory_shrink` in rtvm.h.
+///
+/// # Safety
+/// `memory` must be a live handle from `rtvm_memory_reserve`.
+#[no_mangle]
+pub unsafe extern "C" fn rtvm_memory_shrink(memory: *mut RtvmMemory, new_size: usize) -> c_int {
+    guard("rtvm_memory_shrink", || {
+        // SAFETY: the caller passes a live handle.
+        let Some(m) = (unsafe { memory.as_ref() }) else {
+            return fail(EINVAL, "rtvm_memory_shrink: memory is NULL");
+        };
+        match m.lock().shrink_to(new_size) {
+            Ok(()) => OK,
+            Err(e) => fail(code_of(&e), &e.to_string()),
+        }
+    })
+}
+
 /// See `rtvm_memory_get_info` in rtvm.h.
 ///
 /// # Safety

@@ -5,7 +5,7 @@ use std::ffi::{c_char, c_int, c_void};
 use rtvm_os_linux::ForeignCall;
 
 use super::{c_text, code_of, fail, guard, vm_ref, EDETACHED, EINVAL, OK};
-use crate::threads::Body;
+use crate::threads::{Body, BoxedBody};
 use crate::{StackBounds, Vm, VmThread};
 
 /// `rtvm_thread`.
@@ -69,7 +69,7 @@ pub unsafe extern "C" fn rtvm_thread_start(
         let name = unsafe { c_text(name) };
         // The C body is called last, from a frame with nothing to drop: it may end its thread
         // with pthread_exit.
-        let body = Body::Foreign(ForeignCall { f, arg });
+        let body = Body::<BoxedBody>::Foreign(ForeignCall { f, arg });
         match vm.thread(&name).spawn_body(body) {
             Ok(t) => {
                 // SAFETY: checked non-NULL; the caller guarantees it is writable.
@@ -205,6 +205,33 @@ pub unsafe extern "C" fn rtvm_detach_current_thread(vm: *mut Vm) -> c_int {
         match vm.detach_current() {
             Ok(()) => OK,
             Err(e) => fail(code_of(&e), &format!("rtvm_detach_current_thread: {e}")),
+        }
+    })
+}
+
+/// See `rtvm_trim_current_stack` in rtvm.h.
+///
+/// # Safety
+/// `vm` must be a live VM from `rtvm_create`; `freed_out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn rtvm_trim_current_stack(vm: *mut Vm, freed_out: *mut usize) -> c_int {
+    guard("rtvm_trim_current_stack", || {
+        // SAFETY: forwarded to the caller.
+        let Some(vm) = (unsafe { vm_ref(vm) }) else {
+            return fail(EINVAL, "rtvm_trim_current_stack: vm is NULL");
+        };
+        if let Err(code) = super::refuse_forked(vm, "rtvm_trim_current_stack") {
+            return code;
+        }
+        match vm.trim_current_stack() {
+            Ok(freed) => {
+                if !freed_out.is_null() {
+                    // SAFETY: checked non-NULL; the caller guarantees it is writable.
+                    unsafe { *freed_out = freed };
+                }
+                OK
+            }
+            Err(e) => fail(code_of(&e), &e.to_string()),
         }
     })
 }

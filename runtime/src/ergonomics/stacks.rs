@@ -44,6 +44,7 @@ pub(super) fn decide(
         },
         shadow_zone: pages_to_bytes(s.get(flag::StackShadowPages)),
         alt_stack_size: machine.alt_stack_size,
+        cache_size: s.get(flag::ThreadStackCacheSize),
     };
     // HotSpot's checks and words; printed on stdout with a leading empty line.
     let java_min = policy.minimum_java_stack_size();

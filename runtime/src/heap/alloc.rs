@@ -4,6 +4,13 @@
 //!
 //! The end is read before a claim, and a claim succeeds only inside the end it saw: that is
 //! what makes moving the top back (`fail_claim`, `clamp_top`) safe.
+//!
+//! The end may also move down ([`BumpSpace::shrink`]). A claim made against an end read
+//! before the shrink began must then not succeed beyond the new end, so every claim checks
+//! the end again after it moved the top: the shrink raises a flag in the end word and then
+//! swaps the top, the claim moves the top and then reads the end (sequentially consistent,
+//! both), so either the shrink's swap sees the claim (and keeps its memory) or the claim sees
+//! the flag (and fails, to be retried once the shrink is over).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, TryLockError};
@@ -16,8 +23,11 @@ const CLAMP_PENDING: usize = 1;
 /// until an expansion.
 const HEAP_FULL: usize = 2;
 
+/// Set in the end word while a shrink runs: claims that see it fail and wait for the shrink.
+const SHRINKING: usize = 4;
+
 /// The flag bits of the end word.
-const END_FLAGS: usize = CLAMP_PENDING | HEAP_FULL;
+const END_FLAGS: usize = CLAMP_PENDING | HEAP_FULL | SHRINKING;
 
 /// The largest block claimed with `fetch_add`; larger ones take the compare-and-swap path,
 /// which never overshoots (this bounds how far failed claims can push the top).
@@ -80,14 +90,32 @@ impl BumpSpace {
     pub(crate) fn claim(&self, size: usize) -> Option<usize> {
         let snapshot = self.end.load(Ordering::Acquire);
         if snapshot & END_FLAGS == 0 && size <= FETCH_ADD_MAX {
-            let start = self.top.0.fetch_add(size, Ordering::Relaxed);
+            let start = self.top.0.fetch_add(size, Ordering::SeqCst);
             if start.checked_add(size).is_some_and(|end| end <= snapshot) {
-                return Some(start);
+                // The end again, after the top moved: a shrink that began meanwhile (see the
+                // module docs) makes the claim fail and wait for it.
+                let now = self.end.load(Ordering::SeqCst);
+                if now & SHRINKING == 0 && start + size <= now & !END_FLAGS {
+                    return Some(start);
+                }
+                self.fail_claim(start, size, snapshot);
+                return self.claim_after_shrink(size, now);
             }
             self.fail_claim(start, size, snapshot);
             return None;
         }
         self.claim_slow(size, snapshot)
+    }
+
+    /// A claim that met a shrink: waits for it to end and claims again (against the new end).
+    #[cold]
+    #[inline(never)]
+    fn claim_after_shrink(&self, size: usize, seen: usize) -> Option<usize> {
+        if seen & SHRINKING == 0 {
+            return None;
+        }
+        drop(self.expand_lock.lock().unwrap_or_else(|p| p.into_inner()));
+        self.claim(size)
     }
 
     /// A `fetch_add` claim `[start, start+size)` ran past the end `snapshot` and moved the top
@@ -142,8 +170,16 @@ impl BumpSpace {
         let mut start = top.load(Ordering::Relaxed);
         loop {
             let end = start.checked_add(size).filter(|&end| end <= snapshot)?;
-            match top.compare_exchange_weak(start, end, Ordering::Relaxed, Ordering::Relaxed) {
-                Ok(_) => return Some(start),
+            match top.compare_exchange_weak(start, end, Ordering::SeqCst, Ordering::Relaxed) {
+                Ok(_) => {
+                    let now = self.end.load(Ordering::SeqCst);
+                    if now & SHRINKING == 0 && end <= now & !END_FLAGS {
+                        return Some(start);
+                    }
+                    // A shrink began: give the block back if nothing came after it, wait.
+                    let _ = top.compare_exchange(end, start, Ordering::Relaxed, Ordering::Relaxed);
+                    return self.claim_after_shrink(size, now);
+                }
                 Err(now) => start = now,
             }
         }
@@ -196,6 +232,36 @@ impl BumpSpace {
             Err(e) => Err(e),
         }
     }
+
+    /// Moves the end down under the expansion lock. Claims are stopped first (the end word
+    /// flagged, the top swapped to the end: from then on no claim succeeds), so the top then
+    /// read is at or above the end of every block handed out: `decide(used, end)` returns
+    /// the new end (`Ok(None)`: keep the end) and `give_back(new, old)` releases the memory
+    /// between. On any failure the space is as it was; claims that met the shrink are
+    /// retried against the end it leaves.
+    pub(crate) fn shrink<E>(
+        &self,
+        decide: impl FnOnce(usize, usize) -> Result<Option<usize>, E>,
+        give_back: impl FnOnce(usize, usize) -> Result<(), E>,
+    ) -> Result<usize, E> {
+        let _guard = self.expand_lock.lock().unwrap_or_else(|p| p.into_inner());
+        let old = self.end();
+        self.end.fetch_or(SHRINKING, Ordering::SeqCst);
+        let used = self.top.0.swap(old, Ordering::SeqCst).min(old);
+        let outcome = decide(used, old).and_then(|new| match new {
+            Some(new) if new < old && new >= used => give_back(new, old).map(|()| new),
+            _ => Ok(old),
+        });
+        self.top.0.store(used, Ordering::SeqCst);
+        match &outcome {
+            Ok(new) => self.end.store(*new, Ordering::SeqCst),
+            Err(_) => {
+                self.end.fetch_and(!SHRINKING, Ordering::SeqCst);
+            }
+        }
+        self.clamp_top();
+        outcome
+    }
 }
 
 #[cfg(test)]
@@ -214,6 +280,95 @@ mod tests {
         assert_eq!(s.claim(2 << 20), None, "a large block takes the CAS path");
         assert_eq!(s.expand(|_| Err::<Option<usize>, _>("no")), Err("no"));
         assert_eq!(s.end(), 8192, "a failed expansion keeps the end");
+    }
+
+    #[test]
+    fn shrinking_keeps_every_block_and_stops_claims_meanwhile() {
+        let s = BumpSpace::new(0, 16 << 12);
+        assert_eq!(s.claim(3 << 12), Some(0));
+        let new = s.shrink(
+            |used, end| {
+                assert_eq!((used, end), (3 << 12, 16 << 12));
+                assert_eq!(
+                    s.claim(8),
+                    None,
+                    "no claim succeeds while the top is swapped"
+                );
+                Ok::<_, ()>(Some(4 << 12))
+            },
+            |new, old| {
+                assert_eq!((new, old), (4 << 12, 16 << 12));
+                Ok(())
+            },
+        );
+        assert_eq!(new, Ok(4 << 12));
+        assert_eq!(s.end(), 4 << 12);
+        assert_eq!(s.claim(4 << 12), None, "beyond the new end");
+        assert_eq!(s.claim(1 << 12), Some(3 << 12), "the top is where it was");
+        // A failed give-back leaves the space as it was.
+        assert_eq!(
+            s.shrink(|_, _| Ok(Some(4 << 12)), |_, _| Err("no")),
+            Ok(4 << 12),
+            "nothing below the top is given back"
+        );
+        assert_eq!(
+            s.shrink(|_, _| Ok::<_, &str>(None), |_, _| unreachable!()),
+            Ok(4 << 12)
+        );
+        let s = BumpSpace::new(0, 8 << 12);
+        assert_eq!(
+            s.shrink(|_, _| Ok(Some(4 << 12)), |_, _| Err("no")),
+            Err("no")
+        );
+        assert_eq!(s.end(), 8 << 12);
+        assert_eq!(s.claim(8), Some(0), "claims work after a failed shrink");
+    }
+
+    /// Claims racing a loop of shrinks and expansions: no block ever lies beyond the end a
+    /// shrink left (each claimer checks its block against the end after the claim; each
+    /// give-back against the blocks recorded so far).
+    #[test]
+    fn claims_racing_shrinks_never_get_given_back_memory() {
+        use std::sync::atomic::AtomicBool;
+        use std::sync::Arc;
+        let s = Arc::new(BumpSpace::new(0, 1 << 24));
+        let highest = Arc::new(AtomicUsize::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let claimers: Vec<_> = (0..3)
+            .map(|_| {
+                let (s, highest, stop) = (Arc::clone(&s), Arc::clone(&highest), Arc::clone(&stop));
+                std::thread::spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        if let Some(start) = s.claim(64) {
+                            highest.fetch_max(start + 64, Ordering::SeqCst);
+                            // Once handed out, a block is below every end from then on.
+                            assert!(
+                                s.end() >= start + 64,
+                                "block [{start}, +64) beyond the end {}",
+                                s.end()
+                            );
+                        }
+                    }
+                })
+            })
+            .collect();
+        for _ in 0..2000 {
+            let _ = s.shrink(
+                |used, end| Ok::<_, ()>(Some(((used + 4095) & !4095).min(end))),
+                |new, _| {
+                    assert!(
+                        highest.load(Ordering::SeqCst) <= new,
+                        "a block beyond the new end {new}"
+                    );
+                    Ok(())
+                },
+            );
+            let _ = s.expand(|old| Ok::<_, ()>(Some((old + (1 << 16)).min(1 << 24))));
+        }
+        stop.store(true, Ordering::Relaxed);
+        for c in claimers {
+            c.join().unwrap();
+        }
     }
 
     #[test]

@@ -65,6 +65,14 @@ pub enum HeapError {
     /// The pretouch task failed in a way that is a bug (a worker panicked).
     #[error("{0}")]
     Task(#[source] TaskPanicked),
+    /// A shrink that cannot be done; nothing changed.
+    #[error("cannot shrink the heap to {target} bytes: {reason}")]
+    Shrink {
+        /// The committed size asked for.
+        target: usize,
+        /// Why not.
+        reason: String,
+    },
 }
 
 impl From<PretouchError> for HeapError {
@@ -410,19 +418,30 @@ impl Heap {
                 return Ok(None);
             }
             let range = old..old + grow;
-            let grown = if self.explicit {
-                // Committed (on huge pages) since the reservation: pretouch, and move the end.
-                match self.target.plan.enabled {
-                    true => pretouch::run(&self.target, range, Some(gang))
-                        .map(|_| ())
-                        .map_err(HeapError::from),
-                    false => Ok(()),
-                }
+            // What lies below the mapped end is committed already: on huge pages since the
+            // reservation, or a part whose pages a shrink gave back (still mapped). That part
+            // is pretouched; the rest is committed, pretouched and published.
+            let mapped = if self.explicit {
+                self.policy.max
             } else {
-                pretouch::grow(&self.target, range, Some(gang))
-                    .map(|_| ())
-                    .map_err(HeapError::from)
+                self.reservation.committed_bytes()
             };
+            let split = range.end.min(mapped.max(range.start));
+            let remapped = match (self.target.plan.enabled, split > range.start) {
+                (true, true) => pretouch::run(&self.target, range.start..split, Some(gang))
+                    .map(|_| ())
+                    .map_err(HeapError::from),
+                _ => Ok(()),
+            };
+            let grown = remapped.and_then(|()| {
+                if split < range.end {
+                    pretouch::grow(&self.target, split..range.end, Some(gang))
+                        .map(|_| ())
+                        .map_err(HeapError::from)
+                } else {
+                    Ok(())
+                }
+            });
             if let Err(e) = grown {
                 log::info!(target: "gc+heap", "Expansion by {} failed; the heap keeps {}: {e}", format_exact_size(grow as u64), format_exact_size(old as u64));
                 return Err(e);
@@ -481,6 +500,94 @@ impl Heap {
     /// returns, then the nursery is empty again. One nursery scope at a time.
     pub fn with_nursery<R>(&self, f: impl FnOnce(&Nursery<'_>) -> R) -> R {
         let _scope = self.nursery.lock().unwrap_or_else(|p| p.into_inner());
-        f(&Nursery::new(self, self.policy.nursery))
+        let nursery = Nursery::new(self, self.policy.nursery);
+        let r = f(&nursery);
+        let used = nursery.used();
+        // Everything the scope allocated is dead: its pages go back to the kernel (they read
+        // as zero when the next scope touches them). Not on explicit huge pages, which are
+        // committed whole and stay so.
+        if used > 0 && !self.explicit {
+            let len = used
+                .next_multiple_of(rtvm_os_linux::base_page_size())
+                .min(self.policy.nursery);
+            // The blocks of the scope borrowed it and are gone; nothing else is allocated in
+            // the nursery's range.
+            if let Err(e) = self.reservation.discard(0, len) {
+                log::debug!(target: "gc+heap", "The nursery's pages were not given back: {e}");
+            }
+        }
+        r
+    }
+
+    /// Gives committed memory above what is allocated back to the kernel: the committed part
+    /// shrinks to `target` bytes (rounded up to the heap's page size) and the pages above it
+    /// are returned (`MADV_DONTNEED`: RSS and the heap's committed figures drop; the range
+    /// stays mapped, so the kernel's commit charge for it stays, and no allocation ever races
+    /// a change of protection). An expansion makes it usable again (pretouched anew with
+    /// `AlwaysPreTouch`). Refused, with nothing
+    /// changed, below what is allocated, below `MinHeapSize`, on explicit huge pages (they
+    /// are committed whole), or over a background pretouch that is held; a background
+    /// pretouch that runs over the part given back is waited for. Safe while other threads
+    /// allocate (a block handed out is never given back; an allocation racing the shrink
+    /// waits for it and then sees the new end) and expand (one waits for the other).
+    /// Returns the committed size.
+    pub fn shrink(&self, target: usize) -> Result<usize, HeapError> {
+        let refuse = |reason: String| HeapError::Shrink { target, reason };
+        if self.explicit {
+            return Err(refuse(format!(
+                "the heap is on {}, committed whole",
+                self.page_description
+            )));
+        }
+        let page = self.page_size;
+        let new_end = target
+            .checked_next_multiple_of(page)
+            .ok_or_else(|| refuse("the size overflows".into()))?;
+        if new_end < self.policy.min {
+            return Err(refuse(format!("MinHeapSize is {} bytes", self.policy.min)));
+        }
+        if new_end < self.space.end() && self.background_pretouch_running() {
+            let initial = self.policy.initial;
+            if new_end < initial {
+                if self.gate.is_held() {
+                    return Err(refuse(
+                        "a held background pretouch still covers the part to give back".into(),
+                    ));
+                }
+                // The pretouch of [0, initial) must not meet a range gone under it.
+                self.wait_for_pretouch()?;
+            }
+        }
+        let before = self.space.end();
+        let result = self.space.shrink(
+            |used, _end| {
+                if used > new_end {
+                    return Err(refuse(format!("{used} bytes are allocated")));
+                }
+                Ok(Some(new_end))
+            },
+            |new, old| {
+                // Nothing in [new, old) was handed out (the space's shrink stopped claims and
+                // found the top at or below `new`), and no claim reaches it until an
+                // expansion moves the end again: its pages can go.
+                self.reservation
+                    .discard(new, old - new)
+                    .map_err(HeapError::Commit)
+            },
+        );
+        match &result {
+            Ok(after) if *after < before => log::info!(
+                target: "gc+heap",
+                "Heap shrunk from {} to {}: {} given back",
+                format_exact_size(before as u64),
+                format_exact_size(*after as u64),
+                format_exact_size((before - after) as u64)
+            ),
+            Ok(_) => {
+                log::debug!(target: "gc+heap", "Heap shrink to {}: nothing to give back", format_exact_size(new_end as u64))
+            }
+            Err(e) => log::info!(target: "gc+heap", "Heap shrink refused: {e}"),
+        }
+        result
     }
 }

@@ -83,6 +83,12 @@ impl Gate {
         self.changed.notify_all();
     }
 
+    /// Whether any hold is taken (and not overridden by a close).
+    pub(crate) fn is_held(&self) -> bool {
+        let h = self.lock();
+        h.count > 0 && !h.closing
+    }
+
     /// Ends every hold for good (the owner shuts down and waits for the pretouch).
     pub(crate) fn close(&self) {
         self.lock().closing = true;

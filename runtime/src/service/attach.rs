@@ -150,7 +150,12 @@ fn serve(
                 }
             }
             Ok(Readiness::Ready) => match socket.accept() {
-                Ok((stream, _)) => serve_client(ctx, stream, waker, stop),
+                Ok((stream, _)) => {
+                    serve_client(ctx, stream, waker, stop);
+                    // Idle again: give back what the command's frames touched (a thread
+                    // dump of many threads runs deep).
+                    let _ = ctx.registry.trim_current_stack();
+                }
                 Err(e) => log::debug!(target: "attach", "accept failed: {e}"),
             },
             Ok(Readiness::TimedOut) => {}
@@ -328,7 +333,10 @@ pub(crate) fn execute(ctx: &Context, op: &str, args: &[String]) -> (i32, String)
         "setflag" => {
             let name = arg(0);
             match ctx.flags.set_writeable(name, Some(arg(1)), Source::Attach) {
-                Ok(()) => (0, String::new()),
+                Ok(()) => {
+                    ctx.flags_changed();
+                    (0, String::new())
+                }
                 Err(WriteError::NotWriteable(_)) => {
                     (-1, format!("flag '{name}' cannot be changed\n"))
                 }

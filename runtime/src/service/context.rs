@@ -67,14 +67,32 @@ impl Context {
             reserved: heap.stats().reserved as u64,
             committed: heap.os_committed() as u64,
         };
+        let cache = self.registry.stack_cache().usage();
         Some(NmtSummary::collect(
             usage,
             heap.range(),
             heap.page_description(),
             stacks,
+            (
+                cache.stacks,
+                Usage {
+                    reserved: cache.reserved as u64,
+                    committed: cache.resident as u64,
+                },
+            ),
             self.memories.usage(),
             mode == "detail",
         ))
+    }
+
+    /// Applies the current values of the manageable flags a running VM honours (after
+    /// `VM.set_flag` or `jinfo -flag`): the stack cache's size.
+    pub(crate) fn flags_changed(&self) {
+        if let rtvm_flags::Value::Uint(limit) = self.flags.current(flag::ThreadStackCacheSize) {
+            self.registry
+                .stack_cache()
+                .set_limit(usize::try_from(limit).unwrap_or(usize::MAX));
+        }
     }
 
     /// Whether `-XX:NativeMemoryTracking=detail`.

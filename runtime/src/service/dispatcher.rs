@@ -59,6 +59,7 @@ pub(crate) fn run(
         }
         seen = quits;
         on_quit(ctx, listener);
+        let _ = ctx.registry.trim_current_stack();
     }
 }
 

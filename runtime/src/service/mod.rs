@@ -11,6 +11,7 @@
 //! | `properties` | the system properties and `Properties.store`'s format |
 //! | `info` | `VM.info` |
 //! | `trim` | trimming the C heap |
+//! | `trimmer` | `-XX:TrimNativeHeapInterval`: the periodic trimmer thread |
 //!
 //! [`Service::start`] runs at VM creation (after the heap), [`Service::stop`] at destroy,
 //! after the application threads: the listener is stopped (a client being served is
@@ -26,6 +27,7 @@ mod perfdata;
 mod properties;
 mod threaddump;
 pub(crate) mod trim;
+mod trimmer;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -35,6 +37,7 @@ use rtvm_flags::flag;
 use self::attach::Listener;
 use self::context::Context;
 use self::perfdata::PerfData;
+use self::trimmer::Trimmer;
 use crate::threads::{self, Body, ThreadError, ThreadKind, VmThread};
 
 pub(crate) use threaddump::DumpOptions;
@@ -45,6 +48,7 @@ pub(crate) struct Service {
     listener: Arc<Mutex<Option<Listener>>>,
     dispatcher: Mutex<Option<(VmThread, Arc<AtomicBool>)>>,
     perf: Mutex<Option<PerfData>>,
+    trimmer: Mutex<Option<Trimmer>>,
     generation: u64,
 }
 
@@ -69,9 +73,19 @@ impl Service {
             perf: Mutex::new(PerfData::create(&ctx)),
             listener: Arc::new(Mutex::new(None)),
             dispatcher: Mutex::new(None),
+            trimmer: Mutex::new(None),
             generation: rtvm_os_linux::system::process_generation(),
             ctx,
         };
+        let interval = service.ctx.flags.get(flag::TrimNativeHeapInterval);
+        if interval > 0 {
+            if rtvm_os_linux::system::malloc_stats().is_some() {
+                let t = Trimmer::start(&service.ctx, interval)?;
+                *service.trimmer.lock().unwrap_or_else(|p| p.into_inner()) = Some(t);
+            } else {
+                log::warn!(target: "trimnative", "Native heap trim is not supported on this platform");
+            }
+        }
         if let Some(seen) = quit_baseline {
             let stop = Arc::new(AtomicBool::new(false));
             let (c, l, s) = (
@@ -131,10 +145,18 @@ impl Service {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .take();
+        let trimmer = self
+            .trimmer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
         if !in_creator {
             // A child of fork(): these threads are the parent's.
-            std::mem::forget((listener, dispatcher));
+            std::mem::forget((listener, dispatcher, trimmer));
             return errors;
+        }
+        if let Some(t) = trimmer {
+            errors.extend(t.stop());
         }
         if let Some(l) = listener {
             errors.extend(l.stop());

@@ -6,7 +6,7 @@
 //! 1. **Allocated.** The parent sizes and maps the stack. With the mitigation on, the guard
 //!    zone is `PROT_NONE` and the whole stack `MADV_NOHUGEPAGE` at this point — before any
 //!    thread exists. The thread is registered: from now on the VM's destroy waits for it.
-//! 2. **Initialized.** The child reports in: its tid and the stack bounds glibc sees. A held
+//! 2. **Initialized.** The child reports in with its tid. A held
 //!    thread then waits for the parent's go (a test holds it here: the window in which
 //!    khugepaged could collapse an unmitigated stack, made deterministic), and the parent
 //!    waits for the report. A thread that is not held goes straight on: the parent does not
@@ -24,26 +24,31 @@
 //! | `registry` | the live threads, with the VM's [`Lifecycle`](crate::lifecycle) under its lock |
 //! | `spawn` | [`ThreadBuilder`], the start handshake, the child's first steps |
 //! | `attach` | threads the host created: attach, detach, [`AttachedThread`] |
+//! | `stack_cache` | stacks of joined threads kept for the next ones (`ThreadStackCacheSize`) |
 
 mod attach;
+mod notify;
 mod registry;
 mod spawn;
+mod stack_cache;
 mod stack_policy;
 
 use std::cell::Cell;
 use std::fmt;
 use std::ops::Range;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use rtvm_os_linux::stack::StackMapping;
 #[cfg(feature = "testing")]
 use rtvm_os_linux::OsError;
 use rtvm_os_linux::{base_page_size, Errno, OsThread, StackLayout};
 
+use notify::Notifier;
+
 pub use attach::AttachedThread;
 pub(crate) use registry::Registry;
 pub use spawn::ThreadBuilder;
-pub(crate) use spawn::{spawn, Body};
+pub(crate) use spawn::{spawn, Body, BoxedBody};
 pub(crate) use stack_policy::StackPolicy;
 
 thread_local! {
@@ -127,7 +132,7 @@ pub struct ThreadInfo {
     /// The soft limit's distance above the lowest usable address.
     soft_limit_offset: usize,
     sync: Mutex<Handshake>,
-    pub(super) cv: Condvar,
+    pub(super) cv: Notifier,
     pub(super) os: Mutex<Option<OsThread>>,
 }
 
@@ -139,6 +144,9 @@ pub(super) struct Handshake {
     /// The parent let the thread run its body (a held thread waits for it).
     pub(super) go: bool,
     pub(super) outcome: Option<Outcome>,
+    /// The stack pointer of the thread's exit hook (0 before): what it still stood on then
+    /// is what its stack's next thread will start on.
+    pub(super) exit_sp: usize,
 }
 
 /// How a thread's body ended.
@@ -255,8 +263,9 @@ impl ThreadInfo {
                 glibc_stack: t.glibc_stack,
                 go: t.go,
                 outcome: None,
+                exit_sp: 0,
             }),
-            cv: Condvar::new(),
+            cv: Notifier::new(),
             os: Mutex::new(None),
         })
     }
@@ -335,8 +344,10 @@ impl ThreadInfo {
     }
 
     /// Marks the thread finished (from its exit hook) and wakes whoever waits.
-    pub(super) fn mark_finished(&self) {
+    /// Called by the thread's exit hook, on the thread, with its stack pointer.
+    pub(super) fn mark_finished(&self, sp: usize) {
         let mut hs = self.lock();
+        hs.exit_sp = sp;
         if hs.outcome.is_none() {
             hs.outcome = Some(Outcome::Done);
         }
@@ -347,7 +358,7 @@ impl ThreadInfo {
     pub(super) fn wait_finished(&self) -> Option<Outcome> {
         let mut hs = self.lock();
         while hs.state != ThreadState::Finished {
-            hs = self.cv.wait(hs).unwrap_or_else(|p| p.into_inner());
+            hs = self.cv.wait(hs);
         }
         hs.outcome.take()
     }
@@ -404,6 +415,15 @@ pub enum ThreadError {
     /// Attaching failed: the stack bounds could not be read or the exit hook not set.
     #[error("{message}")]
     Attach {
+        /// What failed.
+        message: String,
+        /// The errno.
+        #[source]
+        errno: Errno,
+    },
+    /// Giving back the calling thread's stack pages failed.
+    #[error("{message}")]
+    StackTrim {
         /// What failed.
         message: String,
         /// The errno.
@@ -482,11 +502,30 @@ pub(crate) fn join_info(registry: &Registry, info: &ThreadInfo) -> Result<(), Th
             info.cv.notify_all();
         }
     }
-    let outcome = info.wait_finished();
-    let os = info.os.lock().unwrap_or_else(|p| p.into_inner()).take();
-    if let Some(os) = os {
-        os.join();
+    // pthread_join at once: the exit hook (which marks the thread finished) runs before the
+    // thread is gone, so once joined the outcome is there — one wait, not one for the hook
+    // and then one for the thread's exit. The OsThread stays in its slot meanwhile (thread
+    // dumps and NMT still see the stack).
+    let joiner = info
+        .os
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .as_mut()
+        .and_then(OsThread::take_joiner);
+    match joiner {
+        Some(joiner) => {
+            if let Some(joined) = joiner.join() {
+                let os = info.os.lock().unwrap_or_else(|p| p.into_inner()).take();
+                if let Some(stack) = os.and_then(|os| os.into_stack(joined)) {
+                    let in_use_from = info.lock().exit_sp;
+                    registry.stack_cache().put(stack, in_use_from);
+                }
+            }
+        }
+        // Joined by another caller (the destroy's join of a thread it raced with).
+        None => drop(info.wait_finished()),
     }
+    let outcome = info.lock().outcome.take();
     registry.remove(info.id);
     match outcome {
         None | Some(Outcome::Done) => Ok(()),

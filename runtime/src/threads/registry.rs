@@ -3,8 +3,10 @@
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
+use super::notify::Notifier;
+use super::stack_cache::StackCache;
 use super::{ThreadError, ThreadInfo, ThreadKind, CURRENT};
 use crate::lifecycle::{Lifecycle, VmState};
 
@@ -20,24 +22,34 @@ struct RegistryState {
 pub(crate) struct Registry {
     pub(super) vm_id: u64,
     inner: Mutex<RegistryState>,
-    cv: Condvar,
+    cv: Notifier,
     next_id: AtomicU64,
     /// The process generation at creation: a child of `fork()` registers no thread.
     generation: u64,
+    /// Stacks of joined threads, kept for the next ones.
+    stack_cache: StackCache,
 }
 
 impl Registry {
-    pub(crate) fn new(vm_id: u64) -> Registry {
+    /// The registry of VM `vm_id`, keeping up to `stack_cache` bytes of stacks of joined
+    /// threads for reuse.
+    pub(crate) fn new(vm_id: u64, stack_cache: usize) -> Registry {
         Registry {
             vm_id,
+            stack_cache: StackCache::new(stack_cache),
             inner: Mutex::new(RegistryState {
                 threads: Vec::new(),
                 lifecycle: Lifecycle::new(),
             }),
-            cv: Condvar::new(),
+            cv: Notifier::new(),
             next_id: AtomicU64::new(0),
             generation: rtvm_os_linux::system::process_generation(),
         }
+    }
+
+    /// The stack cache.
+    pub(crate) fn stack_cache(&self) -> &StackCache {
+        &self.stack_cache
     }
 
     /// The VM's process-unique id (never reused, unlike its address).
@@ -123,7 +135,7 @@ impl Registry {
     pub(crate) fn wait_for_application_threads(&self) {
         let mut s = self.lock();
         while s.lifecycle.application_threads_left() {
-            s = self.cv.wait(s).unwrap_or_else(|p| p.into_inner());
+            s = self.cv.wait(s);
         }
         s.lifecycle.shut_down();
     }
@@ -136,7 +148,7 @@ impl Registry {
     pub(crate) fn wait_destroyed(&self) {
         let mut s = self.lock();
         while s.lifecycle.state() != VmState::Destroyed {
-            s = self.cv.wait(s).unwrap_or_else(|p| p.into_inner());
+            s = self.cv.wait(s);
         }
     }
 
@@ -153,6 +165,28 @@ impl Registry {
             return None;
         }
         self.lock().threads.iter().find(|t| t.id == id).cloned()
+    }
+
+    /// Gives back the calling thread's stack pages below its current frame (see
+    /// [`VmHandle::trim_current_stack`](crate::VmHandle::trim_current_stack)); returns the
+    /// bytes given back. `NotAttached` for a thread this VM does not know, with nothing done.
+    pub(crate) fn trim_current_stack(&self) -> Result<usize, ThreadError> {
+        let (vm, id) = CURRENT.with(Cell::get);
+        if vm != self.vm_id {
+            return Err(ThreadError::NotAttached { started: None });
+        }
+        match rtvm_os_linux::stack::trim_own_stack() {
+            Ok(freed) => {
+                if freed > 0 {
+                    log::trace!(target: "os+thread", "Thread #{id} gave back {freed} bytes of its stack");
+                }
+                Ok(freed)
+            }
+            Err(e) => Err(ThreadError::StackTrim {
+                message: format!("trimming the stack failed: {e}"),
+                errno: e.errno,
+            }),
+        }
     }
 
     /// The name of the calling thread if it is one the VM started (not an attached one):

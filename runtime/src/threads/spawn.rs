@@ -5,7 +5,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::Duration;
 
-use rtvm_os_linux::stack::{self, StackMapping, StackSpec};
+use rtvm_os_linux::stack::{StackMapping, StackSpec};
 use rtvm_os_linux::thread::{self as os_thread, errno_name, ForeignCall, ThreadContext};
 use rtvm_os_linux::{Errno, OsError};
 
@@ -14,10 +14,14 @@ use super::{
     ThreadState, VmThread,
 };
 
-/// What a thread runs.
-pub(crate) enum Body {
+/// A boxed Rust body: what the VM's own threads run.
+pub(crate) type BoxedBody = Box<dyn FnOnce() + Send + 'static>;
+
+/// What a thread runs. The closure is kept inline, not boxed, on the path of
+/// [`ThreadBuilder::spawn`]: it travels in the start packet, so a new thread frees nothing.
+pub(crate) enum Body<F = BoxedBody> {
     /// A Rust closure; a panic is caught and reported by `join`.
-    Rust(Box<dyn FnOnce() + Send + 'static>),
+    Rust(F),
     /// A C function, called last, from a plain frame: it may `pthread_exit`.
     Foreign(ForeignCall),
 }
@@ -73,10 +77,13 @@ impl<'vm> ThreadBuilder<'vm> {
 
     /// Starts the thread.
     pub fn spawn<F: FnOnce() + Send + 'static>(self, body: F) -> Result<VmThread, ThreadError> {
-        self.spawn_body(Body::Rust(Box::new(body)))
+        self.spawn_body(Body::Rust(body))
     }
 
-    pub(crate) fn spawn_body(self, body: Body) -> Result<VmThread, ThreadError> {
+    pub(crate) fn spawn_body<F: FnOnce() + Send + 'static>(
+        self,
+        body: Body<F>,
+    ) -> Result<VmThread, ThreadError> {
         if !self.kind.is_application() {
             // Workers belong to the gang, which the shutdown stops; attached threads are the
             // host's; a thread the VM starts for the embedder is an application thread (Java
@@ -103,25 +110,30 @@ impl<'vm> ThreadBuilder<'vm> {
 
 /// Starts a thread: maps its stack, registers it, creates it, and — if `hold` — waits for
 /// it to report in; otherwise it runs `body` at once.
-pub(crate) fn spawn(
+pub(crate) fn spawn<F: FnOnce() + Send + 'static>(
     registry: &Arc<Registry>,
     policy: &StackPolicy,
     name: &str,
     kind: ThreadKind,
     stack_size: Option<usize>,
     hold: bool,
-    body: Body,
+    body: Body<F>,
 ) -> Result<VmThread, ThreadError> {
     let size = policy.stack_size(kind, stack_size);
-    let attrs = format!(
-        "stacksize: {}k, guardsize: {}k, joinable",
-        size / 1024,
-        policy.zones.total() / 1024
-    );
+    // HotSpot's attribute words, formatted only for a message that is printed.
+    let zones = policy.zones.total();
+    let attrs = move || {
+        format!(
+            "stacksize: {}k, guardsize: {}k, joinable",
+            size / 1024,
+            zones / 1024
+        )
+    };
     let fail = |what: &str, errno: Errno| {
         let message = format!(
-            "Failed to start thread \"{name}\" - {what} failed ({}) for attributes: {attrs}.",
-            errno_name(errno)
+            "Failed to start thread \"{name}\" - {what} failed ({}) for attributes: {}.",
+            errno_name(errno),
+            attrs()
         );
         log::warn!(target: "os+thread", "{message}");
         ThreadError::Start { message, errno }
@@ -134,7 +146,10 @@ pub(crate) fn spawn(
         guard_early: policy.mitigated,
         name: name.to_owned(),
     };
-    let mapping = StackMapping::map(&spec).map_err(|e| fail(mapping_op(&e), e.errno))?;
+    let mapping = match registry.stack_cache().take(&spec, name) {
+        Some(cached) => cached,
+        None => StackMapping::map(&spec).map_err(|e| fail(mapping_op(&e), e.errno))?,
+    };
     let info = ThreadInfo::new(NewThread {
         id: registry.next_id(),
         name: name.to_owned(),
@@ -145,23 +160,25 @@ pub(crate) fn spawn(
         soft_limit_offset: policy.soft_limit_offset(),
         state: ThreadState::Allocated,
         tid: 0,
-        glibc_stack: None,
+        // What glibc sees: the usable part, given with pthread_attr_setstack (asking glibc
+        // with pthread_getattr_np would cost the child a sched_getaffinity and a malloc).
+        glibc_stack: Some(mapping.layout().usable.clone()),
         go: !hold,
     });
     registry.register(&info)?;
     let child = Arc::clone(&info);
     let child_registry = Arc::clone(registry);
     let policy_c = policy.clone();
-    let entry: os_thread::Entry = Box::new(move |ctx: &mut ThreadContext| {
-        run_child(child, &child_registry, &policy_c, ctx, body)
-    });
+    let entry =
+        move |ctx: &mut ThreadContext| run_child(child, &child_registry, &policy_c, ctx, body);
     // However the thread ends — a return, a panic anywhere, pthread_exit — the VM learns of
-    // it, and nobody waits for it forever. Allocated here, in the parent.
+    // it, and nobody waits for it forever. Kept in the start packet the parent allocates.
     let (exiting, exit_registry) = (Arc::clone(&info), Arc::clone(registry));
-    let on_exit: os_thread::ExitHook = Box::new(move || {
-        exiting.mark_finished();
+    let on_exit = move || {
+        let marker = 0u8;
+        exiting.mark_finished(std::hint::black_box(&marker as *const u8 as usize));
         exit_registry.thread_finished(exiting.kind);
-    });
+    };
     // Held while the OS thread is created, so a joiner that finds the thread finished waits
     // for its OsThread to be stored here.
     let mut os_slot = info.os.lock().unwrap_or_else(|p| p.into_inner());
@@ -179,7 +196,8 @@ pub(crate) fn spawn(
     let l = &info.layout;
     log::info!(
         target: "os+thread",
-        "Thread \"{name}\" started (pthread id: {pthread}, attributes: {attrs}; stack: {:#x}-{:#x}, guard: {:#x}-{:#x}, THP prevented: {}).",
+        "Thread \"{name}\" started (pthread id: {pthread}, attributes: {}; stack: {:#x}-{:#x}, guard: {:#x}-{:#x}, THP prevented: {}).",
+        attrs(),
         l.usable.start,
         l.usable.end,
         l.guard.start,
@@ -190,7 +208,7 @@ pub(crate) fn spawn(
         // A held thread is in its start window once it has reported in.
         let mut hs = info.lock();
         while hs.state == ThreadState::Allocated {
-            hs = info.cv.wait(hs).unwrap_or_else(|p| p.into_inner());
+            hs = info.cv.wait(hs);
         }
     }
     Ok(VmThread {
@@ -207,25 +225,24 @@ fn mapping_op(e: &OsError) -> &'static str {
     }
 }
 
-fn run_child(
+fn run_child<F: FnOnce()>(
     info: Arc<ThreadInfo>,
     registry: &Registry,
     policy: &StackPolicy,
     ctx: &mut ThreadContext,
-    body: Body,
+    body: Body<F>,
 ) -> Option<ForeignCall> {
     registry.set_current(Some(info.id));
     let tid = rtvm_os_linux::system::current_tid();
     let held = {
         let mut hs = info.lock();
         hs.tid = tid;
-        hs.glibc_stack = stack::current_thread_stack().map(|(r, _)| r);
         hs.state = ThreadState::Initialized;
         let held = !hs.go;
         if held {
             info.cv.notify_all();
             while !hs.go {
-                hs = info.cv.wait(hs).unwrap_or_else(|p| p.into_inner());
+                hs = info.cv.wait(hs);
             }
         }
         hs.state = ThreadState::Runnable;

@@ -39,6 +39,8 @@ pub(crate) struct StackPolicy {
     pub shadow_zone: usize,
     /// Alternate signal stack size.
     pub alt_stack_size: usize,
+    /// Bytes of stacks of joined threads kept for reuse (`ThreadStackCacheSize` at start-up).
+    pub cache_size: usize,
 }
 
 impl StackPolicy {

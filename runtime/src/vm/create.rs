@@ -125,7 +125,10 @@ pub(super) fn create(args: InitArgs) -> Result<Vm, CreateError> {
     ergonomics::log_page_sizes(&decided);
 
     let policy = decided.policy;
-    let registry = Arc::new(Registry::new(NEXT_VM_ID.fetch_add(1, Ordering::Relaxed)));
+    let registry = Arc::new(Registry::new(
+        NEXT_VM_ID.fetch_add(1, Ordering::Relaxed),
+        policy.stacks.cache_size,
+    ));
     let gang = Arc::new(WorkerGang::new(
         policy.gc_threads,
         &registry,

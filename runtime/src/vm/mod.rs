@@ -50,6 +50,18 @@ use crate::threads::{
 use crate::workers::WorkerGang;
 use crate::xlog::LogHandle;
 
+/// What [`VmHandle::trim_native_heap`] did: RSS plus swap before and after, bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TrimReport {
+    /// RSS + swap before the trim.
+    pub rss_before: u64,
+    /// RSS + swap after it.
+    pub rss_after: u64,
+    /// How long the trim took.
+    pub took: std::time::Duration,
+}
+
 /// What the VM changed about the process, given back in this order when dropped: signal
 /// handlers, then the logger, then the slot.
 #[derive(Debug)]
@@ -336,6 +348,36 @@ impl VmHandle {
             crate::service::dcmd::Reply::Ok(text) => Ok(text),
             crate::service::dcmd::Reply::Failed(text) => Err(text),
         }
+    }
+
+    /// Trims the C heap now (glibc `malloc_trim(0)`, as `jcmd System.trim_native_heap`):
+    /// the free parts of every arena go back to the kernel. Returns RSS plus swap before and
+    /// after, or `None` where glibc is not the allocator. Any thread.
+    pub fn trim_native_heap(&self) -> Option<TrimReport> {
+        crate::service::trim::trim_native_heap().map(|t| {
+            log::info!(target: "trimnative", "Trim native heap: RSS+Swap: {}", t.change());
+            TrimReport {
+                rss_before: t.before,
+                rss_after: t.after,
+                took: t.took,
+            }
+        })
+    }
+
+    /// Shrinks the heap's committed part to `target` bytes and gives the pages above it
+    /// back (see [`Heap::shrink`]); returns the committed size.
+    pub fn shrink_heap(&self, target: usize) -> Result<usize, HeapError> {
+        self.inner.heap.shrink(target)
+    }
+
+    /// Gives back the calling thread's stack pages below its current frame — what a deep
+    /// recursion once made resident — keeping only what this call stands on (its frame and
+    /// the ABI's red zone); the stack stays mapped and the pages fault back in as zeroes when
+    /// it grows again. For a VM thread or an attached one; `ThreadError::NotAttached` for any
+    /// other thread, with nothing done. Only a thread itself trims its stack: rtvm never
+    /// touches another thread's stack while it may run. Returns the bytes given back.
+    pub fn trim_current_stack(&self) -> Result<usize, ThreadError> {
+        self.inner.registry.trim_current_stack()
     }
 
     /// A thread dump in HotSpot's layout, as `SIGQUIT`, `jstack` and `Thread.print` print it:

@@ -45,6 +45,8 @@ impl VmInner {
             }
         }
         errors.extend(self.gang.stop());
+        // Every thread is joined: the stacks kept for reuse go too.
+        self.registry.stack_cache().clear();
         let process = self.lock_process().take();
         drop(process);
         self.registry.set_destroyed();

@@ -29,7 +29,8 @@ fn vm_size_kb() -> Result<u64, TestFailure> {
 
 
 /// In the child: lower RLIMIT_AS to 256 MB above what is mapped now, start threads until
-/// one fails, then check the error, the survivors and that no stack mapping is left.
+/// one fails, then check the error, the survivors, that the stack cache kept only what its
+/// limit allows, and that no stack mapping is left once the cache is emptied.
 fn child(vm: &Vm) -> TestResult {
     use rtvm_os_linux::system::{set_soft_limit, soft_limit, Limit};
     let original = soft_limit(Limit::AddressSpace).unwrap_or(u64::MAX);
@@ -60,6 +61,13 @@ fn child(vm: &Vm) -> TestResult {
     for t in threads {
         t.join()?;
     }
+    // Joined stacks go to the stack cache (up to ThreadStackCacheSize); emptied, it must
+    // leave nothing behind.
+    let cached = |r: &std::ops::Range<usize>| rtvm_os_linux::procfs::maps_overlapping(r.start, r.end).map_or(0, |m| m.len());
+    let kept = stacks.iter().filter(|r| cached(r) > 0).count();
+    println!("stacks kept by the cache after join={kept}");
+    check(kept > 0 && kept * (1 << 20) <= 40 << 20, || format!("{kept} stacks of 1 MiB kept by a 40 MiB cache"))?;
+    check(vm.diagnostic_command("VM.set_flag ThreadStackCacheSize 0")?.is_empty(), || "VM.set_flag failed".into())?;
     let left: usize = stacks
         .iter()
         .map(|r| rtvm_os_linux::procfs::maps_overlapping(r.start, r.end).map(|m| m.len()))

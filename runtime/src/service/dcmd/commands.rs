@@ -269,6 +269,7 @@ fn set_flag(ctx: &Context, a: &Args) -> Reply {
     {
         Ok(()) => {
             log::info!(target: "attach", "Flag {name} set by VM.set_flag");
+            ctx.flags_changed();
             Reply::Ok(String::new())
         }
         Err(e) => Reply::Ok(format!("{e}\n")),
