@@ -54,10 +54,20 @@ fn uptime_ok(pid: u32) -> Result<(), TestFailure> {
 }
 
 /// The raw client of the test VM's `rawclient <socket>` mode: a whole request, then how
-/// many bytes came back before the server closed.
+/// many bytes came back before the server closed. A server that refuses the peer may close
+/// before the request is written: the write then fails with `EPIPE` (or `ECONNRESET`), which
+/// is a refusal too — nothing came back.
 fn raw_client(path: &str) -> TestResult {
+    use std::io::ErrorKind;
     let mut s = UnixStream::connect(path).map_err(|e| TestFailure(format!("connect {path}: {e}")))?;
-    s.write_all(b"1\0jcmd\0VM.version\0\0\0").map_err(|e| TestFailure(e.to_string()))?;
+    match s.write_all(b"1\0jcmd\0VM.version\0\0\0") {
+        Ok(()) => {}
+        Err(e) if matches!(e.kind(), ErrorKind::BrokenPipe | ErrorKind::ConnectionReset) => {
+            println!("RAWCLIENT GOT 0 BYTES (closed before the request was written: {e})");
+            return Ok(());
+        }
+        Err(e) => return Err(TestFailure(e.to_string()).into()),
+    }
     s.set_read_timeout(Some(Duration::from_secs(10))).map_err(|e| TestFailure(e.to_string()))?;
     let mut buf = Vec::new();
     let _ = s.read_to_end(&mut buf);
