@@ -8,7 +8,8 @@
 //! * README's C example;
 //! * `tests/c/capi_test.c`, one process per mode (versions, exit requests, the output hook,
 //!   allocation, attach and stack bounds, the soft limit, the NMT idiom, threads, the
-//!   pretouch hold, embedder memory);
+//!   pretouch hold, embedder memory, giving memory back: the C heap trimmed, the heap
+//!   shrunk, memories discarded and shrunk, stacks trimmed);
 //! * `tests/c/dlopen_test.c`: 100 rounds of dlopen/create/destroy/dlclose with a host
 //!   SIGSEGV handler;
 //! * `tests/c/host_safety_test.c`, one process per mode: host signal handlers across VM
@@ -47,6 +48,7 @@ rtvm_testkit::tests!(
     c_destroy_rules,
     c_pretouch_hold_and_release,
     c_embedder_memory_reserve_grow_nmt_release,
+    c_trim_shrink_discard_and_trimmed_stacks,
     c_dlopen_dlclose_100_times_with_a_host_signal_handler,
     host_handlers_survive_vm_generations,
     host_handler_chains_in_random_orders_over_5_generations,
@@ -291,6 +293,10 @@ fn c_pretouch_hold_and_release() -> Outcome {
 
 fn c_embedder_memory_reserve_grow_nmt_release() -> Outcome {
     capi_mode("memory")
+}
+
+fn c_trim_shrink_discard_and_trimmed_stacks() -> Outcome {
+    capi_mode("give-back")
 }
 
 fn c_dlopen_dlclose_100_times_with_a_host_signal_handler() -> Outcome {

@@ -693,6 +693,183 @@ static void mode_memory(void) {
            "beyond capacity RTVM_ENOMEM, NMT category, release unmaps, outlives its VM\n");
 }
 
+/* ---- giving memory back ---- */
+
+static size_t vm_rss(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    EXPECT(f != NULL, "/proc/self/status: %s", strerror(errno));
+    char line[256];
+    size_t kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmRSS: %zu kB", &kb) == 1) break;
+    fclose(f);
+    return kb * 1024;
+}
+
+/* A VM thread's malloc: 32 MiB in 16 KiB blocks (its own arena), touched, 15 of 16 freed. */
+static void *kept_blocks[16][128];
+
+static void malloc_and_free(void *arg) {
+    int t = (int)(intptr_t)arg;
+    void **blocks = malloc(2048 * sizeof(void *));
+    EXPECT(blocks != NULL, "malloc");
+    for (int i = 0; i < 2048; i++) {
+        blocks[i] = malloc(16 << 10);
+        EXPECT(blocks[i] != NULL, "malloc");
+        memset(blocks[i], 1, 16 << 10);
+    }
+    for (int i = 0; i < 2048; i++) {
+        if (i % 16 == 0) kept_blocks[t][i / 16] = blocks[i];
+        else free(blocks[i]);
+    }
+    free(blocks);
+}
+
+struct trimmed_stack {
+    rtvm_vm *vm;
+    size_t freed;
+    size_t resident_after;
+    int depth;
+};
+
+/* Recurses 1 MiB deep, comes back and gives the stack below its frame back. */
+static void deep_then_trim(struct trimmed_stack *s) {
+    rtvm_stack_bounds b;
+    OKAY(rtvm_current_stack_bounds(s->vm, &b));
+    uintptr_t here = (uintptr_t)__builtin_frame_address(0);
+    s->depth = recurse(here - (1 << 20), 0);
+    OKAY(rtvm_trim_current_stack(s->vm, &s->freed));
+    /* What the recursion used, less the 64 KiB below this frame the trim's call may use. */
+    uintptr_t high = (here & ~(uintptr_t)4095) - 64 * 1024, low = (here & ~(uintptr_t)4095) - (1 << 20);
+    s->resident_after = resident((void *)low, high - low);
+}
+
+static void deep_then_trim_thread(void *arg) { deep_then_trim(arg); }
+
+/* rtvm_trim_native_heap after VM threads malloc 512 MB and free most of it (RSS down by
+ * 300 MB at least); rtvm_heap_shrink (RSS, committed and resident drop, bad targets refused
+ * with nothing changed, expansion and allocation work afterwards); rtvm_memory_discard
+ * (zeroes, frees, the range stays usable) and rtvm_memory_shrink (the tail is inaccessible, a
+ * growth recommits it zeroed; both also after rtvm_destroy); rtvm_trim_current_stack on a VM
+ * thread and an attached one, RTVM_EDETACHED on any other. */
+static void mode_give_back(void) {
+    const size_t MiB = 1 << 20;
+    const char *options[] = {"-Xms8m", "-Xmx256m", "-Xss2m", "-XX:+AlwaysPreTouch",
+                             "-XX:NativeMemoryTracking=summary"};
+    rtvm_vm *vm = create(options, 5);
+
+    /* The C heap. */
+    rtvm_thread *threads[16];
+    for (int t = 0; t < 16; t++) OKAY(rtvm_thread_start(vm, "Malloc", malloc_and_free, (void *)(intptr_t)t, &threads[t]));
+    for (int t = 0; t < 16; t++) OKAY(rtvm_thread_join(threads[t]));
+    size_t rss0 = vm_rss(), before = 0, after = 0;
+    OKAY(rtvm_trim_native_heap(vm, &before, &after));
+    size_t rss1 = vm_rss();
+    EXPECT(rss0 >= rss1 + 300 * MiB, "VmRSS %zu MB -> %zu MB after rtvm_trim_native_heap", rss0 / MiB, rss1 / MiB);
+    EXPECT(before >= after + 300 * MiB, "the trim reported %zu -> %zu bytes", before, after);
+    printf("trim: VmRSS %zu MB -> %zu MB, reported %zu -> %zu MB\n", rss0 / MiB, rss1 / MiB, before / MiB, after / MiB);
+    for (int t = 0; t < 16; t++)
+        for (int i = 0; i < 128; i++) free(kept_blocks[t][i]);
+    EXPECT(rtvm_trim_native_heap(NULL, NULL, NULL) == RTVM_EINVAL, "NULL vm");
+
+    /* The heap. */
+    size_t committed = 0, resident_bytes = 0;
+    OKAY(rtvm_heap_expand(vm, 248 * MiB, &committed));
+    EXPECT(committed == 256 * MiB, "expanded to %zu", committed);
+    OKAY(rtvm_heap_resident(vm, &resident_bytes));
+    EXPECT(resident_bytes == 256 * MiB, "-XX:+AlwaysPreTouch: %zu resident", resident_bytes);
+    char *block = rtvm_heap_allocate(vm, 20 * MiB);
+    EXPECT(block != NULL, "20 MiB from the heap");
+    memset(block, 0x5a, 20 * MiB);
+    rss0 = vm_rss();
+    int rc = rtvm_heap_shrink(vm, 16 * MiB, &committed);
+    EXPECT(rc == RTVM_EINVAL && strstr(rtvm_last_error(), "bytes are allocated") != NULL,
+           "shrinking below what is allocated: code %d", rc);
+    rc = rtvm_heap_shrink(vm, 4 * MiB, NULL);
+    EXPECT(rc == RTVM_EINVAL && strstr(rtvm_last_error(), "MinHeapSize") != NULL, "below MinHeapSize: code %d", rc);
+    rtvm_heap_stats stats;
+    OKAY(rtvm_heap_get_stats(vm, &stats));
+    EXPECT(stats.committed == 256 * MiB, "a refused shrink changed the committed size to %zu", stats.committed);
+    OKAY(rtvm_heap_shrink(vm, 32 * MiB, &committed));
+    rss1 = vm_rss();
+    OKAY(rtvm_heap_get_stats(vm, &stats));
+    OKAY(rtvm_heap_resident(vm, &resident_bytes));
+    EXPECT(committed == 32 * MiB && stats.committed == 32 * MiB, "committed %zu / %zu after the shrink", committed,
+           stats.committed);
+    EXPECT(resident_bytes <= 32 * MiB && rss0 >= rss1 + 200 * MiB, "resident %zu, VmRSS %zu MB -> %zu MB",
+           resident_bytes, rss0 / MiB, rss1 / MiB);
+    for (size_t i = 0; i < 20 * MiB; i += 4096) EXPECT(block[i] == 0x5a, "an allocated block lost its contents");
+    char *report = nmt_report(vm);
+    const char *line = strstr(report, "Java Heap (reserved=");
+    EXPECT(line != NULL && strstr(line, "committed=33554432)") != NULL, "NMT's heap line: %.80s", line);
+    free(report);
+    OKAY(rtvm_heap_expand(vm, 32 * MiB, &committed));
+    EXPECT(committed == 64 * MiB, "regrown to %zu", committed);
+    char *more = rtvm_heap_allocate(vm, 30 * MiB);
+    EXPECT(more != NULL && more[30 * MiB - 1] == 0, "allocation after the shrink");
+    printf("heap shrink 256 MiB -> 32 MiB: VmRSS %zu MB -> %zu MB, resident %zu MiB; regrown\n", rss0 / MiB,
+           rss1 / MiB, resident_bytes / MiB);
+
+    /* An embedder memory. */
+    rtvm_memory *m = NULL;
+    OKAY(rtvm_memory_reserve(vm, "Wasm Memory", 64 * MiB, 0, 16 * MiB, &m));
+    rtvm_memory_info info;
+    OKAY(rtvm_memory_get_info(m, &info));
+    char *base = info.base;
+    memset(base, 0xab, 16 * MiB);
+    OKAY(rtvm_memory_discard(m, 4 * MiB, 8 * MiB));
+    EXPECT(resident(base + 4 * MiB, 8 * MiB) == 0, "the discarded range is resident");
+    EXPECT(base[4 * MiB] == 0 && base[12 * MiB - 1] == 0 && (unsigned char)base[12 * MiB] == 0xab &&
+               (unsigned char)base[4 * MiB - 1] == 0xab,
+           "discard: the range reads zero, the rest is kept");
+    base[5 * MiB] = 1; /* still usable */
+    EXPECT(rtvm_memory_discard(m, 15 * MiB, 2 * MiB) == RTVM_EINVAL && strstr(rtvm_last_error(), "cannot discard"),
+           "discarding beyond the size");
+    EXPECT(rtvm_memory_discard(m, 1, 4096) == RTVM_EINVAL, "an unaligned discard");
+    EXPECT(rtvm_memory_discard(NULL, 0, 4096) == RTVM_EINVAL, "discard(NULL)");
+    EXPECT((unsigned char)base[15 * MiB] == 0xab, "a refused discard changed the memory");
+    OKAY(rtvm_memory_shrink(m, 6 * MiB));
+    OKAY(rtvm_memory_get_info(m, &info));
+    char perms[5];
+    perms_at((uintptr_t)base + 6 * MiB, perms);
+    EXPECT(info.size == 6 * MiB && !strcmp(perms, "---p"), "after the shrink: size %zu, tail %s", info.size, perms);
+    report = nmt_report(vm);
+    line = strstr(report, "Wasm Memory (reserved=");
+    EXPECT(line != NULL && strstr(line, "committed=6291456)") != NULL, "NMT's Wasm Memory line: %.80s", line);
+    free(report);
+    OKAY(rtvm_memory_grow(m, 10 * MiB));
+    EXPECT(base[8 * MiB] == 0 && (unsigned char)base[3 * MiB] == 0xab, "a regrown tail reads zero, the rest stays");
+    EXPECT(rtvm_memory_shrink(NULL, 0) == RTVM_EINVAL, "shrink(NULL)");
+
+    /* The calling thread's stack. */
+    struct trimmed_stack s = {vm, 0, 0, 0};
+    size_t freed = 0;
+    rc = rtvm_trim_current_stack(vm, &freed);
+    EXPECT(rc == RTVM_EDETACHED && freed == 0, "the unattached main thread trimmed its stack: code %d", rc);
+    rtvm_thread *t;
+    OKAY(rtvm_thread_start(vm, "Deep", deep_then_trim_thread, &s, &t));
+    OKAY(rtvm_thread_join(t));
+    EXPECT(s.freed >= 900 * 1024 && s.resident_after == 0, "VM thread: %zu bytes freed, %zu still resident",
+           s.freed, s.resident_after);
+    printf("VM thread: %d frames deep, %zu KiB given back, none resident below its frame\n", s.depth, s.freed / 1024);
+    OKAY(rtvm_attach_current_thread(vm, "main"));
+    s.freed = 0;
+    deep_then_trim(&s);
+    EXPECT(s.freed >= 900 * 1024 && s.resident_after == 0, "attached thread: %zu bytes freed, %zu still resident",
+           s.freed, s.resident_after);
+    OKAY(rtvm_detach_current_thread(vm));
+    EXPECT(rtvm_trim_current_stack(vm, NULL) == RTVM_EDETACHED, "after the detach");
+
+    /* A memory outlives its VM: discard and shrink still work. */
+    OKAY(rtvm_destroy(vm));
+    memset(base, 0xcd, 10 * MiB);
+    OKAY(rtvm_memory_discard(m, 0, 4 * MiB));
+    EXPECT(base[0] == 0 && (unsigned char)base[4 * MiB] == 0xcd, "discard after the destroy");
+    OKAY(rtvm_memory_shrink(m, 2 * MiB));
+    OKAY(rtvm_memory_release(m));
+    printf("memory: discard zeroes and frees, shrink uncommits the tail, regrowth zeroed, after destroy too\n");
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: capi_test <mode>\n");
@@ -710,6 +887,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(m, "destroy-rules")) mode_destroy_rules();
     else if (!strcmp(m, "pretouch-hold")) mode_pretouch_hold();
     else if (!strcmp(m, "memory")) mode_memory();
+    else if (!strcmp(m, "give-back")) mode_give_back();
     else {
         fprintf(stderr, "unknown mode %s\n", m);
         return 2;
