@@ -28,6 +28,8 @@ use std::time::{Duration, Instant};
 use rtvm::{InitArgs, Vm};
 use rtvm_os_linux::procfs::read_status;
 use rtvm_testkit::bench::{arg, have_java, listing, median};
+use rtvm_testkit::java::TRIM_DEMO;
+use rtvm_testkit::stack::use_stack;
 
 const MB: usize = 1 << 20;
 
@@ -156,29 +158,6 @@ fn trim_rtvm() -> Returned {
     }
 }
 
-const TRIM_DEMO: &str = r#"import java.lang.reflect.Field;
-import sun.misc.Unsafe;
-public class TrimBench {
-    public static void main(String[] a) throws Exception {
-        Field f = Unsafe.class.getDeclaredField("theUnsafe");
-        f.setAccessible(true);
-        Unsafe u = (Unsafe) f.get(null);
-        Thread[] ts = new Thread[16];
-        for (int t = 0; t < ts.length; t++) {
-            ts[t] = new Thread(() -> {
-                int block = 16 << 10, n = (32 << 20) / block;
-                long[] p = new long[n];
-                for (int i = 0; i < n; i++) { p[i] = u.allocateMemory(block); u.setMemory(p[i], block, (byte) 1); }
-                for (int i = 0; i < n; i++) if (i % 16 != 0) u.freeMemory(p[i]);
-            });
-            ts[t].start();
-        }
-        for (Thread t : ts) t.join();
-        Thread.sleep(1600);
-    }
-}
-"#;
-
 /// `554M`, `83716K`, `12B` as HotSpot prints them (its "proper unit").
 fn hotspot_size(s: &str) -> Option<u64> {
     let (digits, unit) = s.split_at(s.len().checked_sub(1)?);
@@ -220,10 +199,10 @@ impl Java {
         }
         let dir = std::env::temp_dir().join(format!("rtvm-give-back-{}", std::process::id()));
         std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-        std::fs::write(dir.join("TrimBench.java"), TRIM_DEMO).map_err(|e| e.to_string())?;
+        std::fs::write(dir.join("TrimDemo.java"), TRIM_DEMO).map_err(|e| e.to_string())?;
         // javac warns about sun.misc.Unsafe, which the scenario needs for malloc and free.
         let ok = Command::new("javac")
-            .arg("TrimBench.java")
+            .arg("TrimDemo.java")
             .current_dir(&dir)
             .stderr(std::process::Stdio::null())
             .status()
@@ -245,7 +224,8 @@ impl Java {
                 "-Xlog:trimnative",
                 "-cp",
                 ".",
-                "TrimBench",
+                "TrimDemo",
+                "1600",
             ])
             .env_remove("JAVA_TOOL_OPTIONS")
             .current_dir(&self.dir)
@@ -278,16 +258,6 @@ fn heap_shrink() -> Returned {
     }
 }
 
-#[inline(never)]
-fn dig(until: usize) -> u64 {
-    let frame = black_box([1u8; 4096]);
-    let here = black_box(&frame as *const u8 as usize);
-    if here <= until {
-        return u64::from(frame[0]);
-    }
-    dig(until) + u64::from(black_box(&frame)[4095])
-}
-
 /// 1,000 threads each recurse 1 MiB and wait; the RSS is read; each trims its stack (the
 /// per-call time is the median of the 1,000 calls) and waits; the RSS is read again.
 fn stack_trim() -> Returned {
@@ -307,8 +277,7 @@ fn stack_trim() -> Returned {
             );
             let h = vm.handle();
             vm.spawn(&format!("Deep#{i}"), move || {
-                let marker = 0u8;
-                black_box(dig(black_box(&marker as *const u8 as usize) - MB));
+                black_box(use_stack(MB));
                 deep.wait();
                 go.wait();
                 let start = Instant::now();

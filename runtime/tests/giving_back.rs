@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use rtvm::{InitArgs, MemoryRequest, ThreadError, Vm};
 use rtvm_os_linux::procfs;
 use rtvm_testkit::child::{child_role, describe, run_child};
+use rtvm_testkit::stack::use_stack;
 
 const MB: usize = 1 << 20;
 
@@ -354,25 +355,8 @@ fn poke(addr: usize) {
     unsafe { (addr as *mut u8).write_volatile(1) };
 }
 
-/// Recurses `depth` frames of 4 KiB each.
-#[inline(never)]
-/// Uses `bytes` of the calling thread's stack (whatever the build's frame sizes are) by
-/// recursing in 4 KiB frames until the stack pointer has moved that far.
-fn recurse_bytes(bytes: usize) -> u64 {
-    let marker = 0u8;
-    dig(black_box(&marker as *const u8 as usize) - bytes)
-}
-
-#[inline(never)]
-fn dig(until: usize) -> u64 {
-    let frame = black_box([1u8; 4096]);
-    let here = black_box(&frame as *const u8 as usize);
-    if here <= until {
-        return u64::from(frame[0]);
-    }
-    dig(until) + u64::from(black_box(&frame)[4095])
-}
-
+/// The RSS growth of 1,000 parked threads; each first recursed 1 MiB and trimmed its stack
+/// if `deep`.
 fn stacks_rss(vm: &Vm, deep: bool) -> usize {
     let n = 1000;
     let ready = Arc::new(Barrier::new(n + 1));
@@ -383,7 +367,7 @@ fn stacks_rss(vm: &Vm, deep: bool) -> usize {
             let (ready, done, h) = (Arc::clone(&ready), Arc::clone(&done), vm.handle());
             vm.spawn(&format!("Stack#{i}"), move || {
                 if deep {
-                    black_box(recurse_bytes(MB));
+                    black_box(use_stack(MB));
                     let freed = h.trim_current_stack().unwrap();
                     assert!(freed >= 900 * 1024, "only {freed} bytes given back");
                 }
@@ -442,7 +426,7 @@ fn reused_stacks_are_nh_guarded_and_empty() {
     }
     let vm = create(&["-Xmx16m", "-XX:NativeMemoryTracking=summary"]);
     let first = vm.spawn("Deep", || {
-        black_box(recurse_bytes(512 * 1024));
+        black_box(use_stack(512 * 1024));
     });
     let first = first.unwrap();
     let mapping = first.info().layout.mapping.clone();
@@ -526,7 +510,7 @@ fn the_idle_workers_give_their_stacks_back() {
     struct Deep;
     impl rtvm::testing::GangTask for Deep {
         fn work(&self, _: usize) {
-            black_box(recurse_bytes(512 * 1024));
+            black_box(use_stack(512 * 1024));
         }
     }
     vm.gang().run(Arc::new(Deep), 2).unwrap();

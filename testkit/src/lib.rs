@@ -13,11 +13,15 @@
 //!   process-wide changes (rlimits, seccomp filters, signal handlers, crashes) and for
 //!   measurements of the whole process (RSS) that other tests must not disturb.
 //! * [`bench`](mod@bench): what the benchmarks share (medians, arguments, whole-process timing).
+//! * [`stack`]: a stack made resident on purpose (a deep recursion's leftovers).
+//! * [`java`]: the Java programs a test and a benchmark both run on `java` as the reference.
 #![forbid(unsafe_code)]
 
 pub mod bench;
 pub mod child;
 pub mod harness;
+pub mod java;
+pub mod stack;
 
 pub use harness::{require_tool, skip, Outcome, Skip, Test, CI_ENV};
 

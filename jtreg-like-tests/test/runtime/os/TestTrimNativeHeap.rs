@@ -18,29 +18,7 @@ use std::time::Duration;
 use rtvm_jtreg::service::tool;
 use rtvm_jtreg::testlib::*;
 
-const TRIM_DEMO: &str = r#"import java.lang.reflect.Field;
-import sun.misc.Unsafe;
-public class TrimDemo {
-    public static void main(String[] a) throws Exception {
-        Field f = Unsafe.class.getDeclaredField("theUnsafe");
-        f.setAccessible(true);
-        Unsafe u = (Unsafe) f.get(null);
-        Thread[] ts = new Thread[16];
-        for (int t = 0; t < ts.length; t++) {
-            ts[t] = new Thread(() -> {
-                int block = 16 << 10, n = (32 << 20) / block;
-                long[] p = new long[n];
-                for (int i = 0; i < n; i++) { p[i] = u.allocateMemory(block); u.setMemory(p[i], block, (byte) 1); }
-                for (int i = 0; i < n; i++) if (i % 16 != 0) u.freeMemory(p[i]);
-            });
-            ts[t].start();
-        }
-        for (Thread t : ts) t.join();
-        System.out.println("ALLOCATED");
-        Thread.sleep(Long.parseLong(a[0]));
-    }
-}
-"#;
+use rtvm_testkit::java::TRIM_DEMO;
 
 fn rss_kb() -> u64 {
     rtvm_os_linux::procfs::read_status().map_or(0, |s| s.vm_rss_kb)
