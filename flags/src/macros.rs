@@ -154,7 +154,8 @@ macro_rules! define_flags {
         ///
         /// `flags.get(flag::AlwaysPreTouch)` returns a `bool`; no string look-ups at use
         /// sites.
-        #[allow(non_upper_case_globals)]
+        // The descriptions are HotSpot's plain text (`hsperfdata_<pid>`), not Markdown.
+        #[allow(non_upper_case_globals, rustdoc::invalid_html_tags)]
         pub mod flag {
             $(
                 #[doc = $doc]

@@ -146,7 +146,7 @@ impl Vm {
     /// Creates the VM: the `JNI_CreateJavaVM` of rtvm. Never exits the process; every
     /// failure comes back as a [`CreateError`] and leaves nothing behind. Options that ask to
     /// print and stop (`-version`, `-Xlog:help`, `-XX:+PrintFlagsInitial`) print to the
-    /// output and come back as [`ErrorCode::Exited`].
+    /// output and come back as [`ErrorCode::Exited`](crate::ErrorCode::Exited).
     pub fn create(args: InitArgs) -> Result<Vm, CreateError> {
         create::create(args)
     }
