@@ -19,6 +19,7 @@
 //! | [`thread`] | threads on those stacks: start, exit hooks (also after `pthread_exit`), join |
 //! | [`signals`] | the guard-zone reporter, alternate signal stacks, chaining, install/restore |
 //! | [`quit`] | `SIGQUIT` counted and posted to a dispatcher (a futex), the host's handler kept |
+//! | [`safepoint`] | thread states, the world word, register spills, the stop signal |
 //! | [`attach`] | the attach listener's private socket, peer credentials, a poll waker |
 //! | [`perfmem`] | the `hsperfdata` file `jps` and the attach client read |
 //! | [`procfs`] | `status`, `smaps`, `smaps_rollup`, `maps` |
@@ -32,6 +33,7 @@ pub mod container;
 mod error;
 #[cfg(any(test, feature = "testing"))]
 pub mod fault;
+mod futex;
 pub mod memory;
 mod naming;
 pub mod pages;
@@ -40,6 +42,7 @@ pub mod pretouch;
 mod probe;
 pub mod procfs;
 pub mod quit;
+pub mod safepoint;
 #[cfg(any(test, feature = "testing"))]
 pub mod setting;
 pub mod signals;

@@ -207,15 +207,7 @@ extern "C" fn on_quit(_sig: c_int, info: *mut libc::siginfo_t, _ucontext: *mut c
 }
 
 fn futex_wake() {
-    // SAFETY: FUTEX_WAKE on a static word; a raw syscall is async-signal-safe.
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            EVENTS.as_ptr(),
-            libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
-            i32::MAX,
-        );
-    }
+    crate::futex::wake(&EVENTS, i32::MAX);
 }
 
 /// SIGQUITs received since the process started.
@@ -231,24 +223,7 @@ pub fn events() -> u32 {
 /// Waits until the event count is no longer `seen` (a SIGQUIT or a [`kick`]) or `timeout`
 /// passed; spurious returns are possible, so callers re-check.
 pub fn wait_for_event(seen: u32, timeout: Option<Duration>) {
-    let ts = timeout.map(|t| libc::timespec {
-        tv_sec: t.as_secs().min(i64::MAX as u64) as libc::time_t,
-        tv_nsec: t.subsec_nanos() as libc::c_long,
-    });
-    let ts_ptr = ts
-        .as_ref()
-        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
-    // SAFETY: FUTEX_WAIT on a static word with a local (or no) timeout; it returns at once
-    // if the word is no longer `seen`.
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            EVENTS.as_ptr(),
-            libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
-            seen,
-            ts_ptr,
-        );
-    }
+    crate::futex::wait(&EVENTS, seen, timeout);
 }
 
 /// Wakes every waiter (a dispatcher told to stop).
