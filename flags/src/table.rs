@@ -137,6 +137,17 @@ define_flags! {
         "Print flags that appeared on the command line");
     product(bool, ReduceSignalUsage, false,
         "Reduce the use of OS signals in Java and/or the VM: rtvm installs no signal handler at all (-Xrs): no SIGSEGV/SIGBUS reporter, no SIGQUIT dispatcher (the attach listener starts with the VM)");
+    product(intx, SafepointSignal, 38,
+        "The real-time signal that stops a thread which neither polls nor is in a safe region when a stop of the world or a handshake waits for it (SIGRTMIN+4 with glibc); never delivered on the alternate signal stack. Not installed with -Xrs")
+        range(34, 64);
+    product(intx, SafepointSignalDelay, 200,
+        "Microseconds a stop of the world or a handshake waits for threads to poll or enter a safe region before it sends SafepointSignal to those still running (0: at once)")
+        range(0, 10_000_000);
+    product(bool, SafepointTimeout, false,
+        "Time out and warn or fail after SafepointTimeoutDelay milliseconds if failed to reach safepoint");
+    product(intx, SafepointTimeoutDelay, 10000,
+        "Delay in milliseconds for option SafepointTimeout")
+        range(0, 9_223_372_036_854);
     product_pd(intx, StackRedPages, pd::STACK_RED_PAGES,
         "Number of red zone (unrecoverable overflows) pages of size 4KB. If pages are bigger red zone is aligned up.")
         range(pd::MIN_STACK_RED_PAGES, pd::MAX_STACK_RED_PAGES);

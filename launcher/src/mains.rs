@@ -30,10 +30,12 @@ impl IdleGate {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// A thread body that reports in and parks until [`release`](IdleGate::release).
+    /// A thread body that reports in and parks until [`release`](IdleGate::release), in a
+    /// safe region: a stop of the world counts it at once.
     pub fn parked_body(self: &Arc<Self>) -> impl FnOnce() + Send + 'static {
         let gate = Arc::clone(self);
         move || {
+            let _region = rtvm::SafeRegion::enter();
             let mut s = gate.lock();
             s.0 += 1;
             gate.started.notify_one();

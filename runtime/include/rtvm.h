@@ -118,6 +118,8 @@ extern "C" {
 #define RTVM_EAGAIN    (-8) /* a system limit: threads, processes or mappings */
 #define RTVM_ESHUTDOWN (-9) /* the VM is being destroyed: no new threads */
 #define RTVM_EFORK    (-10) /* called in a child of fork(): the VM belongs to the parent */
+#define RTVM_ETIMEDOUT (-11) /* a stop of the world or a handshake timed out: rtvm_last_error()
+                                names the threads that did not stop */
 
 /* Streams passed to the output hook. */
 #define RTVM_STDOUT 1
@@ -430,6 +432,119 @@ int rtvm_nmt_summary(rtvm_vm *vm, char *buf, size_t len, size_t *needed);
  * buffer that is NULL or too small. Any thread; not from inside the output hook. */
 int rtvm_diagnostic_command(rtvm_vm *vm, const char *command, char *buf, size_t len,
                             size_t *needed);
+
+/* ---- Stopping threads for a collector ----
+ *
+ * Mutators are the VM's application threads (rtvm_thread_start) and attached threads: the
+ * threads the embedder's code runs on. Each is running (the embedder's code), in a safe
+ * region (it published its stack pointer and registers and blocks before it runs the
+ * embedder's code again), stopped, or gone. rtvm's own threads (the worker gang, the
+ * dispatcher, the attach listener, the trimmer) run only rtvm's code, never touch the
+ * embedder's objects, and are not stopped.
+ *
+ * A stop of the world (rtvm_stop_the_world) arms every other mutator's poll, counts those in
+ * a safe region at once, waits for the rest to reach a poll (rtvm_safepoint_poll) or a safe
+ * region, and sends the stop signal (-XX:SafepointSignal, a real-time signal, SIGRTMIN+4 by
+ * default) to those still running after -XX:SafepointSignalDelay (200 us): its handler runs on the
+ * thread's own stack (never SA_ONSTACK), so the kernel saves the thread's whole register file
+ * inside its scan range; it allocates nothing and takes no lock. The callback then runs with
+ * every other mutator stopped, and the world resumes when it returns.
+ *
+ * What a thread in a safe region may do: block, sleep, call foreign code or the kernel, and
+ * anything that does not touch the collector's objects. Leaving the region waits while the
+ * world is stopped. rtvm's own waits (thread start and join, attach and detach, waiting for
+ * the gang, for a stop or a handshake, destroy) are safe regions already; a thread starts in
+ * one and leaves it when its function begins.
+ *
+ * The callback may read memory (the stacks, the heap), record and compute; it must not
+ * allocate with malloc if a thread may have been stopped by the signal (it may be stopped
+ * inside malloc, holding the allocator's lock), nor start, join, attach or detach threads,
+ * stop the world, handshake or destroy the VM (those are refused with RTVM_EINVAL or wait for
+ * the world to resume). A thread that starts during a stop stops before its function; a
+ * thread that ends, detaches or attaches waits until the world resumes (its stack stays
+ * mapped while the callback may scan it).
+ *
+ * Signals: the stop signal may interrupt a system call: with SA_RESTART most restart, those
+ * that never restart (poll, epoll_wait, nanosleep, sem_timedwait, ...) return EINTR as they do
+ * for any handled signal. A thread that blocks the stop signal is stopped only by polls and
+ * safe regions. rtvm's SIGSEGV handler is unaffected: a stack overflow during a stop is still
+ * reported as an overflow (the stop handler's frame on a nearly full stack faults into the
+ * guard zone like any other frame). A thread found on its alternate signal stack (inside a
+ * handler installed with SA_ONSTACK) reports that range, and its whole usable stack as its
+ * scan range. With -Xrs no signal is installed: only polls and safe regions stop threads, and
+ * a thread that never polls makes the stop time out (the message says so). The embedder's own
+ * signals are its own: choose -XX:SafepointSignal if SIGRTMIN+4 is taken (rtvm refuses a
+ * signal that already has a handler, and then stops threads without it).
+ */
+
+#define RTVM_STOPPED_POLL        1 /* at rtvm_safepoint_poll: its registers are in its scan range */
+#define RTVM_STOPPED_SAFE_REGION 2 /* in a safe region: registers saved at its entry, `registers` */
+#define RTVM_STOPPED_SIGNAL      3 /* by the stop signal: its context is in its scan range */
+
+typedef struct rtvm_stopped_thread {
+    uint64_t id;                            /* rtvm_current_thread_id() of that thread */
+    int tid;                                /* the kernel thread id */
+    const char *name;                       /* valid during the callback */
+    int how;                                /* RTVM_STOPPED_POLL, _SAFE_REGION, _SIGNAL */
+    uintptr_t scan_start, scan_end;         /* [sp, base): holds every register value too
+                                               (poll and signal stops); empty before the
+                                               thread's function began */
+    uintptr_t altstack_start, altstack_end; /* 0, 0 unless stopped on the signal stack (then
+                                               [sp, end) of it; scan is the whole stack) */
+    const uintptr_t *registers;             /* the callee-saved registers as published (x86-64:
+                                               rbx, rbp, r12-r15), valid during the callback */
+    size_t n_registers;
+} rtvm_stopped_thread;
+
+typedef void (*rtvm_world_fn)(void *ctx, const rtvm_stopped_thread *threads, size_t n);
+
+/* Stops every other mutator, calls fn(ctx, threads, n) while they are stopped, and resumes
+ * them. timeout_ms bounds the wait for the threads to stop: RTVM_ETIMEDOUT if some did not
+ * (rtvm_last_error names them; the others were let go, fn was not called). RTVM_EINVAL from
+ * inside a callback or a handshake, from a thread in a safe region while another thread holds
+ * the world stopped, or with a NULL vm or fn. -Xlog:safepoint logs each stop as HotSpot does
+ * ("Safepoint \"<reason>\", Time since last: ... ns, Reaching safepoint: ... ns, ..."), and
+ * -XX:+SafepointTimeout the stragglers after -XX:SafepointTimeoutDelay ms. One stop or
+ * handshake at a time (others wait, in a safe region). Any thread; not after rtvm_destroy. */
+int rtvm_stop_the_world(rtvm_vm *vm, const char *reason, int timeout_ms, rtvm_world_fn fn,
+                        void *ctx);
+
+/* Runs fn(ctx, t) for the mutator thread_id while only that thread is stopped: by that thread
+ * at its next poll (t describes it there), or by the caller while it is in a safe region or
+ * stopped by the signal (after -XX:SafepointSignalDelay without a poll). Waits up to 10 s for a thread that
+ * neither polls nor is safe (RTVM_ETIMEDOUT, fn not called); RTVM_EINVAL for an unknown
+ * thread, NULL fn, or from inside a callback. -Xlog:handshake logs it. fn must be callable
+ * from either thread, must not stop the world or handshake, and must not malloc (run by the
+ * caller, the target may be stopped by the signal inside malloc). Any thread. */
+int rtvm_handshake(rtvm_vm *vm, uint64_t thread_id,
+                   void (*fn)(void *ctx, const rtvm_stopped_thread *t), void *ctx);
+
+/* The poll: put it at loop back-edges and other points a mutator may stop. One load of a
+ * process-wide word; only while a stop or a handshake is pending anywhere does it call
+ * rtvm_safepoint_poll_slow, which checks the calling thread's own poll word and stops there
+ * (spilling its registers onto its stack) if the stop is for it. On any thread; it does
+ * nothing on a thread that is not a mutator. */
+extern const volatile uint32_t *const rtvm_safepoint_pending;
+void rtvm_safepoint_poll_slow(void);
+static inline void rtvm_safepoint_poll(void) {
+    if (__builtin_expect(*rtvm_safepoint_pending != 0, 0)) rtvm_safepoint_poll_slow();
+}
+
+/* Enters a safe region on the calling thread (a mutator of this VM): until the matching
+ * rtvm_leave_safe_region it counts as stopped. Publishes the caller's stack pointer and its
+ * callee-saved registers exactly as the caller holds them at this call (the entry is a
+ * trampoline that touches none of them): a value the caller keeps only in a register is in
+ * `registers`, one it keeps in its frames is in the scan range. Regions nest. RTVM_EDETACHED
+ * for any other thread. */
+int rtvm_enter_safe_region(rtvm_vm *vm);
+
+/* Leaves the innermost safe region (the outermost waits while the world is stopped).
+ * RTVM_EINVAL if the thread is not in one, RTVM_EDETACHED for a thread that is not a mutator. */
+int rtvm_leave_safe_region(rtvm_vm *vm);
+
+/* The VM thread id of the calling thread (started by the VM or attached), 0 for a thread rtvm
+ * does not know. Any thread. */
+uint64_t rtvm_current_thread_id(rtvm_vm *vm);
 
 #ifdef __cplusplus
 }

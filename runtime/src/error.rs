@@ -39,6 +39,9 @@ pub enum ErrorCode {
     /// (-10) Called in a child of `fork()`: the VM belongs to the parent (its threads do not
     /// exist in the child).
     Forked,
+    /// (-11) A stop of the world or a handshake timed out: threads neither polled, nor were
+    /// in a safe region, nor took the stop signal in time.
+    TimedOut,
 }
 
 impl ErrorCode {
@@ -55,6 +58,7 @@ impl ErrorCode {
             ErrorCode::Again => -8,
             ErrorCode::ShuttingDown => -9,
             ErrorCode::Forked => -10,
+            ErrorCode::TimedOut => -11,
         }
     }
 
@@ -71,8 +75,18 @@ impl ErrorCode {
             -8 => ErrorCode::Again,
             -9 => ErrorCode::ShuttingDown,
             -10 => ErrorCode::Forked,
+            -11 => ErrorCode::TimedOut,
             _ => return None,
         })
+    }
+}
+
+impl From<&crate::safepoint::SafepointError> for ErrorCode {
+    fn from(e: &crate::safepoint::SafepointError) -> ErrorCode {
+        match e {
+            crate::safepoint::SafepointError::Timeout { .. } => ErrorCode::TimedOut,
+            _ => ErrorCode::Inval,
+        }
     }
 }
 
@@ -259,6 +273,12 @@ pub enum ShutdownError {
     /// exist in the child; nothing was done (exec or exit).
     #[error("rtvm: the VM cannot be destroyed in a child process after fork(): it belongs to the parent process; exec or exit instead")]
     Forked,
+    /// Called by the thread that holds the world stopped (its callback, or before its
+    /// `WorldStopped` is dropped) or runs a handshake operation: the destroy would wait for
+    /// threads that wait for it. Nothing was done; resume the world first. (From any other
+    /// thread a destroy during a stop waits until the world resumes.)
+    #[error("rtvm: the VM cannot be destroyed while this thread holds the world stopped; resume it first")]
+    WorldStopped,
     /// The VM was shut down, but some of its threads or its background pretouch had
     /// failed; everything was released regardless.
     #[error("{}", messages.join("; "))]

@@ -46,6 +46,7 @@
 //! | `src/memory.rs` | [`VmMemory`]: memory of the embedder's own with the VM's policies |
 //! | `src/pretouch/` | the engine: chunked parallel pretouch of a range, holds ([`PretouchHold`]), the one growth routine |
 //! | `src/threads/` | [`VmThread`], [`AttachedThread`], the registry, stack policy, the start handshake |
+//! | `src/safepoint/` | stops of the world, handshakes, safe regions and the poll ([`WorldStopped`]) |
 //! | `src/workers.rs` | the worker gang and its task queue |
 //! | `src/nmt.rs` | [`NmtSummary`] in HotSpot 17's layout |
 //! | `src/xlog/` | `-Xlog`: selections, outputs and rotation, decorations, dispatch |
@@ -68,6 +69,7 @@ mod nmt;
 mod output;
 mod policy;
 mod pretouch;
+mod safepoint;
 mod service;
 mod threads;
 mod version;
@@ -83,6 +85,9 @@ pub use memory::{MemoryError, MemoryRequest, VmMemory};
 pub use nmt::{MemoryDetail, NmtScale, NmtSummary, StackDetail, Usage};
 pub use output::{Output, Stream};
 pub use pretouch::{PretouchHold, PretouchReport};
+pub use safepoint::{
+    safepoint_poll, SafeRegion, SafepointError, StopHow, StoppedThread, WorldStopped,
+};
 pub use threads::{
     AttachedThread, StackBounds, StackConfig, ThreadBuilder, ThreadError, ThreadInfo, ThreadKind,
     ThreadState, VmThread,

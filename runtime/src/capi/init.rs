@@ -194,6 +194,8 @@ pub unsafe extern "C" fn rtvm_destroy(vm: *mut Vm) -> c_int {
         match shared.shutdown() {
             Ok(()) => {}
             Err(e @ crate::ShutdownError::OnVmThread { .. }) => return fail(ERR, &e.to_string()),
+            // Nothing was done: the world stays stopped by this very thread.
+            Err(e @ crate::ShutdownError::WorldStopped) => return fail(EINVAL, &e.to_string()),
             Err(e) => {
                 // SAFETY: the shutdown is complete; nothing uses the VM any more.
                 drop(unsafe { Box::from_raw(vm) });

@@ -16,12 +16,14 @@
 //! | `memory` | `rtvm_memory_*` |
 //! | `threads` | `rtvm_thread_*`, `rtvm_current_stack_bounds`, `rtvm_attach_current_thread`, `rtvm_detach_current_thread` |
 //! | `nmt` | `rtvm_nmt_summary` |
+//! | `safepoint` | `rtvm_stop_the_world`, `rtvm_handshake`, the poll's slow path, safe regions, `rtvm_current_thread_id` |
 //! | here | `rtvm_last_error`, and what every entry point shares |
 
 mod heap;
 mod init;
 mod memory;
 mod nmt;
+mod safepoint;
 mod threads;
 
 use std::cell::RefCell;

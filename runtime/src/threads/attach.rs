@@ -6,6 +6,8 @@ use rtvm_os_linux::stack;
 use rtvm_os_linux::thread::{self as os_thread, errno_name};
 use rtvm_os_linux::{Errno, StackLayout};
 
+use crate::safepoint;
+
 use super::{NewThread, Registry, StackBounds, ThreadError, ThreadInfo, ThreadKind, ThreadState};
 
 impl Registry {
@@ -28,8 +30,16 @@ impl Registry {
             errno: Errno::last(),
         })?;
         let tid = rtvm_os_linux::system::current_tid();
+        let id = self.next_id();
+        let mutator = self
+            .safepoints()
+            .register(id, name, usable.clone())
+            .map_err(|e| ThreadError::Attach {
+                message: format!("Failed to attach thread \"{name}\" - {e}"),
+                errno: Errno::EINVAL,
+            })?;
         let info = ThreadInfo::new(NewThread {
-            id: self.next_id(),
+            id,
             name: name.to_owned(),
             kind: ThreadKind::Attached,
             layout: StackLayout::foreign(usable.clone(), guard),
@@ -40,12 +50,20 @@ impl Registry {
             tid,
             glibc_stack: Some(usable),
             go: true,
+            mutator: Some(mutator),
         });
-        self.register(&info)?;
+        if let Err(e) = self.register(&info) {
+            self.safepoints().unregister(mutator);
+            return Err(e);
+        }
         // A host thread that ends attached is forgotten by the VM (the hook runs in its last
         // moments: no logging). Allocated here, on the attaching thread.
         let (registry, id) = (Arc::clone(self), info.id);
-        let hook: os_thread::ExitHook = Box::new(move || registry.remove(id));
+        let hook: os_thread::ExitHook = Box::new(move || {
+            safepoint::finish(mutator);
+            safepoint::unbind();
+            registry.remove(id);
+        });
         if let Err(errno) = os_thread::set_current_thread_exit_hook(hook) {
             self.unregister(&info);
             return Err(ThreadError::Attach {
@@ -57,6 +75,9 @@ impl Registry {
             });
         }
         self.set_current(Some(info.id));
+        // The host's code goes on as a mutator (a stop of the world under way is waited for).
+        safepoint::bind(mutator);
+        safepoint::start_running(mutator);
         let l = &info.layout;
         log::info!(
             target: "os+thread",
@@ -75,6 +96,11 @@ impl Registry {
         match self.current_thread() {
             Some(me) if me.kind == ThreadKind::Attached => {
                 drop(os_thread::take_current_thread_exit_hook());
+                if let Some(m) = me.mutator {
+                    // Detaching waits while the world is stopped.
+                    safepoint::finish(m);
+                    safepoint::unbind();
+                }
                 self.set_current(None);
                 self.remove(me.id);
                 log::info!(target: "os+thread", "Thread detached (tid: {}, name: \"{}\").", me.tid(), me.name);

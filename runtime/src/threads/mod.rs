@@ -45,6 +45,8 @@ use rtvm_os_linux::{base_page_size, Errno, OsThread, StackLayout};
 
 use notify::Notifier;
 
+use crate::safepoint::{Mutator, SafeWait};
+
 pub use attach::AttachedThread;
 pub(crate) use registry::Registry;
 pub use spawn::ThreadBuilder;
@@ -134,6 +136,8 @@ pub struct ThreadInfo {
     sync: Mutex<Handshake>,
     pub(super) cv: Notifier,
     pub(super) os: Mutex<Option<OsThread>>,
+    /// Its part in stops of the world (application and attached threads).
+    pub(crate) mutator: Option<&'static Mutator>,
 }
 
 #[derive(Debug)]
@@ -200,6 +204,7 @@ pub(super) struct NewThread {
     pub(super) tid: i32,
     pub(super) glibc_stack: Option<Range<usize>>,
     pub(super) go: bool,
+    pub(super) mutator: Option<&'static Mutator>,
 }
 
 /// How the VM sizes and lays out thread stacks ([`VmHandle::stack_config`]): the facts an
@@ -267,6 +272,7 @@ impl ThreadInfo {
             }),
             cv: Notifier::new(),
             os: Mutex::new(None),
+            mutator: t.mutator,
         })
     }
 
@@ -502,6 +508,8 @@ pub(crate) fn join_info(registry: &Registry, info: &ThreadInfo) -> Result<(), Th
             info.cv.notify_all();
         }
     }
+    // A mutator waiting for a join is in a safe region.
+    let wait = SafeWait::enter();
     // pthread_join at once: the exit hook (which marks the thread finished) runs before the
     // thread is gone, so once joined the outcome is there — one wait, not one for the hook
     // and then one for the thread's exit. The OsThread stays in its slot meanwhile (thread
@@ -525,6 +533,7 @@ pub(crate) fn join_info(registry: &Registry, info: &ThreadInfo) -> Result<(), Th
         // Joined by another caller (the destroy's join of a thread it raced with).
         None => drop(info.wait_finished()),
     }
+    drop(wait);
     let outcome = info.lock().outcome.take();
     registry.remove(info.id);
     match outcome {

@@ -9,6 +9,7 @@ use super::notify::Notifier;
 use super::stack_cache::StackCache;
 use super::{ThreadError, ThreadInfo, ThreadKind, CURRENT};
 use crate::lifecycle::{Lifecycle, VmState};
+use crate::safepoint::Safepoints;
 
 #[derive(Debug)]
 struct RegistryState {
@@ -28,6 +29,8 @@ pub(crate) struct Registry {
     generation: u64,
     /// Stacks of joined threads, kept for the next ones.
     stack_cache: StackCache,
+    /// The mutators (application and attached threads) and the stops of the world.
+    safepoints: Safepoints,
 }
 
 impl Registry {
@@ -37,6 +40,7 @@ impl Registry {
         Registry {
             vm_id,
             stack_cache: StackCache::new(stack_cache),
+            safepoints: Safepoints::new(),
             inner: Mutex::new(RegistryState {
                 threads: Vec::new(),
                 lifecycle: Lifecycle::new(),
@@ -50,6 +54,11 @@ impl Registry {
     /// The stack cache.
     pub(crate) fn stack_cache(&self) -> &StackCache {
         &self.stack_cache
+    }
+
+    /// The mutators and the stops of the world.
+    pub(crate) fn safepoints(&self) -> &Safepoints {
+        &self.safepoints
     }
 
     /// The VM's process-unique id (never reused, unlike its address).
@@ -109,6 +118,10 @@ impl Registry {
         s.threads.retain(|t| t.id != info.id);
         s.lifecycle.finished(info.kind.is_application());
         self.cv.notify_all();
+        drop(s);
+        if let Some(m) = info.mutator {
+            self.safepoints.unregister(m);
+        }
     }
 
     pub(super) fn thread_finished(&self, kind: ThreadKind) {
@@ -119,8 +132,18 @@ impl Registry {
     }
 
     pub(super) fn remove(&self, id: u64) {
-        self.lock().threads.retain(|t| t.id != id);
+        let mut s = self.lock();
+        let gone = s
+            .threads
+            .iter()
+            .position(|t| t.id == id)
+            .map(|i| s.threads.remove(i));
+        drop(s);
         self.cv.notify_all();
+        // Its record goes back once the thread is finished (a stop may still hold it).
+        if let Some(m) = gone.and_then(|t| t.mutator) {
+            self.safepoints.unregister(m);
+        }
     }
 
     /// Enters [`VmState::DestroyRequested`]. Returns the phase found: only the caller that
@@ -155,6 +178,12 @@ impl Registry {
     /// Makes the calling thread this VM's thread `id` (or no VM's, with `None`).
     pub(super) fn set_current(&self, id: Option<u64>) {
         CURRENT.with(|c| c.set(id.map_or((0, 0), |id| (self.vm_id, id))));
+    }
+
+    /// The id of the calling thread, if it is one of this VM's threads (no lock taken).
+    pub(crate) fn current_thread_id(&self) -> Option<u64> {
+        let (vm, id) = CURRENT.with(Cell::get);
+        (vm == self.vm_id).then_some(id)
     }
 
     /// The registry entry of the calling thread, if it is one of this VM's threads (started

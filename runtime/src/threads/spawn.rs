@@ -9,6 +9,8 @@ use rtvm_os_linux::stack::{StackMapping, StackSpec};
 use rtvm_os_linux::thread::{self as os_thread, errno_name, ForeignCall, ThreadContext};
 use rtvm_os_linux::{Errno, OsError};
 
+use crate::safepoint;
+
 use super::{
     panic_message, NewThread, Outcome, Registry, StackPolicy, ThreadError, ThreadInfo, ThreadKind,
     ThreadState, VmThread,
@@ -150,8 +152,25 @@ pub(crate) fn spawn<F: FnOnce() + Send + 'static>(
         Some(cached) => cached,
         None => StackMapping::map(&spec).map_err(|e| fail(mapping_op(&e), e.errno))?,
     };
+    let id = registry.next_id();
+    // The embedder's code runs on application threads: they take part in stops of the world
+    // (in a safe region until their body begins).
+    let mutator = if kind.is_application() {
+        let usable = mapping.layout().usable.clone();
+        Some(
+            registry
+                .safepoints()
+                .register(id, name, usable)
+                .map_err(|e| ThreadError::Start {
+                    message: format!("Failed to start thread \"{name}\" - {e}"),
+                    errno: Errno::EINVAL,
+                })?,
+        )
+    } else {
+        None
+    };
     let info = ThreadInfo::new(NewThread {
-        id: registry.next_id(),
+        id,
         name: name.to_owned(),
         kind,
         layout: mapping.layout().clone(),
@@ -164,8 +183,14 @@ pub(crate) fn spawn<F: FnOnce() + Send + 'static>(
         // with pthread_getattr_np would cost the child a sched_getaffinity and a malloc).
         glibc_stack: Some(mapping.layout().usable.clone()),
         go: !hold,
+        mutator,
     });
-    registry.register(&info)?;
+    if let Err(e) = registry.register(&info) {
+        if let Some(m) = mutator {
+            registry.safepoints().unregister(m);
+        }
+        return Err(e);
+    }
     let child = Arc::clone(&info);
     let child_registry = Arc::clone(registry);
     let policy_c = policy.clone();
@@ -175,6 +200,12 @@ pub(crate) fn spawn<F: FnOnce() + Send + 'static>(
     // it, and nobody waits for it forever. Kept in the start packet the parent allocates.
     let (exiting, exit_registry) = (Arc::clone(&info), Arc::clone(registry));
     let on_exit = move || {
+        if let Some(m) = exiting.mutator {
+            // A foreign body ends here (a return or pthread_exit); a Rust body finished
+            // already. The stack stays while a stop of the world holds the thread.
+            safepoint::finish(m);
+            safepoint::unbind();
+        }
         let marker = 0u8;
         exiting.mark_finished(std::hint::black_box(&marker as *const u8 as usize));
         exit_registry.thread_finished(exiting.kind);
@@ -265,6 +296,9 @@ fn run_child<F: FnOnce()>(
             return None;
         }
     }
+    if let Some(m) = info.mutator {
+        safepoint::bind(m);
+    }
     if policy.pretouch_stacks {
         match ctx.pretouch_stack(&policy.pretouch_request) {
             Ok(p) => log::trace!(
@@ -278,12 +312,20 @@ fn run_child<F: FnOnce()>(
             }
         }
     }
+    // The embedder's code begins: out of the start's safe region (waiting while the world
+    // is stopped).
+    if let Some(m) = info.mutator {
+        safepoint::start_running(m);
+    }
     match body {
         Body::Rust(f) => {
             let outcome = match catch_unwind(AssertUnwindSafe(f)) {
                 Ok(()) => Outcome::Done,
                 Err(p) => Outcome::Panicked(panic_message(&*p)),
             };
+            if let Some(m) = info.mutator {
+                safepoint::finish(m);
+            }
             log::info!(target: "os+thread", "Thread \"{}\" finished (tid: {tid}).", info.name);
             info.lock().outcome = Some(outcome);
             None

@@ -5,7 +5,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use rtvm_flags::{flag, Phase, PrintWhich, Settings, StopReason};
 use rtvm_os_linux::pages::PageInfo;
@@ -19,6 +19,7 @@ use crate::heap::{Heap, HeapError};
 use crate::lifecycle::Singleton;
 use crate::memory::MemoryRegistry;
 use crate::output::{Output, OutputWriter, Stream};
+use crate::safepoint::SafepointConfig;
 use crate::service::context::{CommandLine, Context};
 use crate::service::Service;
 use crate::threads::Registry;
@@ -109,10 +110,27 @@ pub(super) fn create(args: InitArgs) -> Result<Vm, CreateError> {
             }
         }
     };
+    let stop = if flags.get(flag::ReduceSignalUsage) {
+        log::info!(target: "safepoint", "ReduceSignalUsage: no stop signal; only polls and safe regions stop threads");
+        None
+    } else {
+        let signo = flags.get(flag::SafepointSignal) as i32;
+        match rtvm_os_linux::safepoint::install_stop_signal(signo) {
+            Ok(s) => {
+                log::debug!(target: "safepoint", "Stop signal: {signo} (for threads that neither poll nor are in a safe region)");
+                Some(s)
+            }
+            Err(e) => {
+                log::warn!(target: "safepoint", "Installing the stop signal failed ({e}); only polls and safe regions will stop threads");
+                None
+            }
+        }
+    };
     let log_control = log.control();
     let process = ProcessState {
         _signals: signals,
         _quit: quit,
+        _stop: stop,
         log,
         singleton,
     };
@@ -129,6 +147,13 @@ pub(super) fn create(args: InitArgs) -> Result<Vm, CreateError> {
         NEXT_VM_ID.fetch_add(1, Ordering::Relaxed),
         policy.stacks.cache_size,
     ));
+    registry.safepoints().configure(SafepointConfig {
+        signals: process._stop.is_some(),
+        grace: Duration::from_micros(flags.get(flag::SafepointSignalDelay).max(0) as u64),
+        report_after: flags
+            .get(flag::SafepointTimeout)
+            .then(|| Duration::from_millis(flags.get(flag::SafepointTimeoutDelay).max(0) as u64)),
+    });
     let gang = Arc::new(WorkerGang::new(
         policy.gc_threads,
         &registry,

@@ -22,6 +22,7 @@
 //! thread that waits for the dropping thread to finish.
 
 mod create;
+mod safepoints;
 mod teardown;
 
 use std::fmt;
@@ -68,6 +69,8 @@ pub struct TrimReport {
 pub(super) struct ProcessState {
     pub(super) _signals: Option<SignalHandlers>,
     pub(super) _quit: Option<QuitHandler>,
+    /// The stop signal (`-XX:SafepointSignal`), for threads that neither poll nor are safe.
+    pub(super) _stop: Option<rtvm_os_linux::safepoint::StopSignal>,
     pub(super) log: LogHandle,
     pub(super) singleton: Singleton,
 }

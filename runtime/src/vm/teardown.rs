@@ -19,6 +19,11 @@ impl VmInner {
         if let Some(thread) = self.registry.current_started_thread_name() {
             return Err(ShutdownError::OnVmThread { thread });
         }
+        if crate::safepoint::in_stop() {
+            return Err(ShutdownError::WorldStopped);
+        }
+        // An attached thread destroying the VM waits in a safe region.
+        let _wait = crate::safepoint::SafeWait::enter();
         if self.registry.request_destroy() != VmState::Running {
             self.registry.wait_destroyed();
             return Ok(());

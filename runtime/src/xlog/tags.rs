@@ -21,6 +21,7 @@ pub const RTVM_TAG_SETS: &[&str] = &[
     "gc+heap+coops",
     "gc+init",
     "gc+task",
+    "handshake",
     "logging",
     "nmt",
     "os",
@@ -28,6 +29,7 @@ pub const RTVM_TAG_SETS: &[&str] = &[
     "os+thread",
     "pagesize",
     "perf+memops",
+    "safepoint",
     "startuptime",
     "trimnative",
 ];
