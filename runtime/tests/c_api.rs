@@ -62,6 +62,12 @@ rtvm_testkit::tests!(
     a_hook_calling_back_gets_einval_not_a_deadlock,
     the_smallest_stack_keeps_hotspots_40k,
     a_hosts_sigquit_handler_runs_and_jcmd_still_works,
+    c_stops_find_every_pointer_in_frames_at_o0,
+    c_stops_find_every_pointer_in_registers_at_o2,
+    c_stops_while_threads_start_exit_attach_and_detach,
+    c_stop_refusals_and_a_leave_that_waits,
+    c_handshakes_by_the_target_and_by_the_caller,
+    c_stops_under_xrs_time_out_on_a_thread_that_never_polls,
 );
 
 fn root() -> PathBuf {
@@ -315,6 +321,60 @@ fn c_dlopen_dlclose_100_times_with_a_host_signal_handler() -> Outcome {
     );
     println!("{out}");
     Ok(())
+}
+
+/// safepoint_test.c at -O0 (pointers in the frames) or -O2 (pointers in registers).
+fn safepoint_binary(optimized: bool) -> &'static Path {
+    static O0: OnceLock<PathBuf> = OnceLock::new();
+    static O2: OnceLock<PathBuf> = OnceLock::new();
+    let (cell, name, level) = if optimized {
+        (&O2, "safepoint_test_o2", "-O2")
+    } else {
+        (&O0, "safepoint_test_o0", "-O0")
+    };
+    cell.get_or_init(|| {
+        compile(
+            &root().join("tests/c/safepoint_test.c"),
+            name,
+            Link::Shared,
+            &[level, "-pthread"],
+        )
+    })
+}
+
+fn safepoint_mode(mode: &str, optimized: bool) -> Outcome {
+    c_toolchain()?;
+    let (code, out, err) = run(safepoint_binary(optimized), &[mode]);
+    println!("{out}");
+    assert!(
+        code == 0 && out.contains(&format!("PASS {mode}")),
+        "safepoint_test {mode}: exit {code}\nstdout:\n{out}\nstderr:\n{err}"
+    );
+    Ok(())
+}
+
+fn c_stops_find_every_pointer_in_frames_at_o0() -> Outcome {
+    safepoint_mode("world", false)
+}
+
+fn c_stops_find_every_pointer_in_registers_at_o2() -> Outcome {
+    safepoint_mode("world", true)
+}
+
+fn c_stops_while_threads_start_exit_attach_and_detach() -> Outcome {
+    safepoint_mode("churn", true)
+}
+
+fn c_stop_refusals_and_a_leave_that_waits() -> Outcome {
+    safepoint_mode("refusals", false)
+}
+
+fn c_handshakes_by_the_target_and_by_the_caller() -> Outcome {
+    safepoint_mode("handshake", true)
+}
+
+fn c_stops_under_xrs_time_out_on_a_thread_that_never_polls() -> Outcome {
+    safepoint_mode("xrs", true)
 }
 
 fn host_safety_binary() -> &'static Path {
