@@ -10,7 +10,10 @@
  *          with rtvm's signal handlers installed after Wasmtime's, before them
  *          (--engine-first), and with -Xrs; with -Xss256k the wasm stack limit is fitted
  *          below the soft limit (still a trap), -Xss176k is refused; a real overflow of a VM thread's native stack
- *          outside wasm, on a thread that ran wasm, is rtvm's report and an abort
+ *          outside wasm, on a thread that ran wasm, is rtvm's report and an abort; 100 stops of
+ *          the world while wasm spins on two VM threads (one calling an imported poll, one
+ *          never: stopped by the signal inside JIT code) freeze both loops, in either order of
+ *          handler installation; with -Xrs the loop that never polls makes the stop time out
  * @key wasmtime
  * @requires os.family == "linux"
  * @run main/manual TestWasmtimeHost
@@ -89,6 +92,24 @@ pub fn main(_vm: &Vm, _args: &[String]) -> TestResult {
         out.stderr_should_contain("stack overflow in thread \"native\"")?;
         println!("native overflow with {extra:?}: rtvm's report, SIGABRT");
     }
+    // Stops of the world while wasm runs on VM threads: at the poll and by the signal.
+    for extra in [&[][..], &["--engine-first"], &["-XX:+UseTransparentHugePages"]] {
+        let mut args = extra.to_vec();
+        args.push("stop");
+        let out = host(&args)?;
+        out.should_have_exit_value(0)?
+            .should_match(r"stop: 100 stops while wasm ran on VM threads: (\d+) at the imported poll, (\d+) by the signal")?
+            .should_not_contain(" 0 by the signal")?
+            .should_contain("stop: ok")?;
+        println!("stops with {extra:?}: ok");
+    }
+    let out = host(&["-Xrs", "stop"])?;
+    out.should_have_exit_value(0)?
+        .should_contain("threads which did not reach the safepoint: \"wasm-never-polls\"")?
+        .should_contain("no signal fallback: -Xrs")?
+        .should_contain("0 by the signal")?
+        .should_contain("stop: ok")?;
+    println!("stops with -Xrs: the loop that never polls times out, the polling one stops");
     println!("total {:.0} s", started.elapsed().as_secs_f64());
     Ok(())
 }

@@ -13,6 +13,11 @@
 //!                     values on a VM thread, the process goes on
 //!   native-overflow   a real overflow of a VM thread's native stack, outside wasm, after
 //!                     wasm ran on that thread: rtvm's report and abort
+//!   stop              100 stops of the world while wasm spins on two VM threads, one calling
+//!                     an imported `rtvm.poll` at its loop's back-edge, one never: each is
+//!                     stopped (at the poll, by the signal inside JIT code), the counters the
+//!                     loops keep in linear memory freeze; with -Xrs the spinner that never
+//!                     polls makes the stop time out and says why
 //!   bench [rounds]    rtvm memories against Wasmtime's default allocator (child processes,
 //!                     interleaved, medians)
 //! ```
@@ -28,7 +33,7 @@ use std::time::{Duration, Instant};
 
 use rtvm::{InitArgs, MemoryRequest, Vm, VmHandle, VmMemory};
 use wasmtime::{
-    Config, Engine, Instance, LinearMemory, MemoryCreator, MemoryType, Module, Store, Trap,
+    Config, Engine, Instance, LinearMemory, Linker, MemoryCreator, MemoryType, Module, Store, Trap,
     TypedFunc,
 };
 
@@ -453,6 +458,144 @@ fn native_overflow(vm: &Vm) -> Result<(), Error> {
 }
 
 /// The RSS of this process in kB (`/proc/self/status`).
+/// The `stop` command's module: `spin(poll)` adds 1 to the i64 at address 0 until the i32 at
+/// address 8 is non-zero, calling the imported `rtvm.poll` at the back-edge if `poll` is set.
+const SPIN_WAT: &str = r#"(module
+  (import "rtvm" "poll" (func $poll))
+  (memory (export "memory") 1)
+  (func (export "spin") (param $poll i32)
+    (loop $next
+      (i64.store (i32.const 0) (i64.add (i64.load (i32.const 0)) (i64.const 1)))
+      (if (local.get $poll) (then (call $poll)))
+      (br_if $next (i32.eqz (i32.load (i32.const 8)))))))"#;
+
+/// A spinning wasm instance's memory, read and written from the main thread.
+#[derive(Clone, Copy)]
+struct Spinner {
+    base: usize,
+}
+
+impl Spinner {
+    fn count(self) -> u64 {
+        // SAFETY: `base` is a live linear memory of at least one page (the instance runs
+        // until `finish`); an aligned 8-byte atomic load of what wasm stores there.
+        unsafe {
+            (*(self.base as *const std::sync::atomic::AtomicU64))
+                .load(std::sync::atomic::Ordering::Relaxed)
+        }
+    }
+
+    fn finish(self) {
+        // SAFETY: as in `count`; wasm reads this word at every back-edge.
+        unsafe {
+            (*((self.base + 8) as *const std::sync::atomic::AtomicU32))
+                .store(1, std::sync::atomic::Ordering::Relaxed)
+        }
+    }
+}
+
+/// Starts wasm `spin(poll)` on a new VM thread; returns its thread and its memory's base.
+fn spinner(
+    vm: &VmHandle,
+    engine: &Engine,
+    module: &Module,
+    name: &str,
+    poll: bool,
+) -> Result<(rtvm::VmThread, Spinner), Error> {
+    let (engine, module) = (engine.clone(), module.clone());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let t = vm.spawn(name, move || {
+        let run = || -> Result<(), Error> {
+            let mut linker = Linker::new(&engine);
+            linker.func_wrap("rtvm", "poll", rtvm::safepoint_poll)?;
+            let mut store = Store::new(&engine, ());
+            let instance = linker.instantiate(&mut store, &module)?;
+            let (base, _) = memory_of(&mut store, &instance)?;
+            let spin = func::<i32, ()>(&mut store, &instance, "spin")?;
+            let _ = tx.send(Ok(Spinner { base }));
+            spin.call(&mut store, i32::from(poll))?;
+            Ok(())
+        };
+        if let Err(e) = run() {
+            let _ = tx.send(Err(e.to_string()));
+        }
+    })?;
+    let spinner = rx
+        .recv()
+        .map_err(|_| format!("{name} ended before it ran"))??;
+    Ok((t, spinner))
+}
+
+fn stop(vm: &Vm, xrs: bool) -> Result<(), Error> {
+    let engine = engine(Some(&vm.handle()))?;
+    let module = Module::new(&engine, SPIN_WAT)?;
+    let (poller, polls) = spinner(&vm.handle(), &engine, &module, "wasm-polls", true)?;
+    let (never, spins) = spinner(&vm.handle(), &engine, &module, "wasm-never-polls", false)?;
+    let mut spinners = vec![(never, spins), (poller, polls)];
+    if xrs {
+        // No signal fallback: the thread that never polls cannot be stopped.
+        match vm.stop_the_world("WasmXrs", Duration::from_millis(300)) {
+            Ok(_) => return Err("with -Xrs a stop of wasm that never polls succeeded".into()),
+            Err(e) => {
+                let text = e.to_string();
+                if !text.contains("wasm-never-polls") || text.contains("\"wasm-polls\"") {
+                    return Err(format!("the timeout names the wrong threads: {text}").into());
+                }
+                out!("stop: -Xrs: {text}");
+            }
+        }
+        let (never, spins) = spinners.remove(0);
+        spins.finish();
+        never.join()?;
+    }
+    let (mut by_poll, mut by_signal) = (0, 0);
+    let mut longest = Duration::ZERO;
+    for _ in 0..100 {
+        let world = vm.stop_the_world("WasmStop", Duration::from_secs(10))?;
+        longest = longest.max(world.time_to_stop());
+        if world.len() != spinners.len() {
+            return Err(format!("{} threads stopped, not {}", world.len(), spinners.len()).into());
+        }
+        for t in world.threads() {
+            match t.how() {
+                rtvm::StopHow::Poll => by_poll += 1,
+                rtvm::StopHow::Signal => by_signal += 1,
+                other => return Err(format!("{} stopped {other:?}", t.name()).into()),
+            }
+            if t.name() == "wasm-never-polls" && t.how() != rtvm::StopHow::Signal {
+                return Err(format!("wasm that never polls stopped {:?}", t.how()).into());
+            }
+        }
+        let frozen: Vec<u64> = spinners.iter().map(|(_, s)| s.count()).collect();
+        std::thread::sleep(Duration::from_millis(2));
+        let later: Vec<u64> = spinners.iter().map(|(_, s)| s.count()).collect();
+        if frozen != later {
+            return Err(
+                format!("wasm ran while the world was stopped: {frozen:?} -> {later:?}").into(),
+            );
+        }
+        drop(world);
+        std::thread::sleep(Duration::from_micros(500));
+    }
+    let before: Vec<u64> = spinners.iter().map(|(_, s)| s.count()).collect();
+    std::thread::sleep(Duration::from_millis(20));
+    for ((_, s), b) in spinners.iter().zip(&before) {
+        if s.count() <= *b {
+            return Err("a wasm loop did not move again after the stops".into());
+        }
+    }
+    for (t, s) in spinners {
+        s.finish();
+        t.join()?;
+    }
+    out!(
+        "stop: 100 stops while wasm ran on VM threads: {by_poll} at the imported poll, {by_signal} by the signal; counters frozen while stopped; longest time to stop {:.3} ms",
+        longest.as_secs_f64() * 1e3
+    );
+    out!("stop: ok");
+    Ok(())
+}
+
 fn rss_kb() -> u64 {
     kernel::kb("status", "VmRSS")
 }
@@ -731,9 +874,17 @@ fn run(args: &[String]) -> Result<(), Error> {
     } else {
         None
     };
-    if !["demo", "traps", "native-overflow", "bench-child-rtvm"].contains(&command) {
+    if ![
+        "demo",
+        "traps",
+        "native-overflow",
+        "stop",
+        "bench-child-rtvm",
+    ]
+    .contains(&command)
+    {
         return Err(format!(
-            "unknown command {command} (demo, traps, native-overflow, bench [rounds])"
+            "unknown command {command} (demo, traps, native-overflow, stop, bench [rounds])"
         )
         .into());
     }
@@ -747,6 +898,7 @@ fn run(args: &[String]) -> Result<(), Error> {
         "demo" => demo(&vm),
         "traps" => traps(&vm),
         "native-overflow" => native_overflow(&vm),
+        "stop" => stop(&vm, options.iter().any(|o| *o == "-Xrs")),
         "bench-child-rtvm" => bench_child(
             Some(&vm),
             rest.get(1).map(|s| s.as_str()).unwrap_or("instantiate"),
