@@ -834,3 +834,40 @@ fn the_native_heap_trimmer_skips_its_ticks_during_a_stop() {
     drop(vm);
     let _ = std::io::stdout().flush();
 }
+
+#[test]
+fn a_destroy_from_another_thread_waits_for_the_world_to_resume() {
+    if child_role().is_none() {
+        return check_child("a_destroy_from_another_thread_waits_for_the_world_to_resume");
+    }
+    let vm = create(&["-Xmx16m"]);
+    let t = vm
+        .spawn("Short", || {
+            let end = Instant::now() + Duration::from_millis(100);
+            while Instant::now() < end {
+                rtvm::safepoint_poll();
+            }
+        })
+        .unwrap();
+    let world = vm.stop_the_world("DuringDestroy", SECOND).unwrap();
+    assert_eq!(world.len(), 1);
+    let done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let destroyer = s.spawn(|| {
+            let r = vm.shutdown();
+            done.store(true, Ordering::SeqCst);
+            r
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(
+            !done.load(Ordering::SeqCst),
+            "the destroy ended while a thread was stopped"
+        );
+        drop(world);
+        destroyer.join().unwrap().unwrap();
+    });
+    assert!(done.load(Ordering::SeqCst));
+    drop(t);
+    println!("a destroy from another thread during a stop waited for the world to resume, then ended the VM");
+    println!("CHILD OK");
+}
