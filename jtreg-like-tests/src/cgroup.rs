@@ -330,6 +330,44 @@ pub struct Detection {
     pub cpus: String,
 }
 
+/// HotSpot caches the active processor count for 20 ms: a second query within them logs
+/// `CgroupSubsystem::active_processor_count (cached): N`, a later one computes it again with
+/// the same lines as the first time. Which of the two a run logs depends only on how fast it
+/// ran, so a recomputation that repeats the first computation's lines is folded into the
+/// cached line.
+fn fold_recomputed_cpu_counts(lines: Vec<String>) -> Vec<String> {
+    const COUNT: &str = "OSContainer::active_processor_count: ";
+    let Some(first) = lines.iter().position(|l| l.starts_with(COUNT)) else {
+        return lines;
+    };
+    let mentions_cpu = |l: &str| l.to_ascii_lowercase().contains("cpu");
+    let mut out: Vec<String> = lines[..=first].to_vec();
+    for l in &lines[first + 1..] {
+        if l.starts_with(COUNT) && *l == lines[first] {
+            // The run of CPU lines before it that repeats the one before the first count.
+            let mut n = 0;
+            while n < out.len() - 1
+                && first > n
+                && mentions_cpu(&out[out.len() - 1 - n])
+                && out[out.len() - 1 - n] == lines[first - 1 - n]
+                && out.len() - 1 - n > first
+            {
+                n += 1;
+            }
+            if n > 0 {
+                out.truncate(out.len() - n);
+                out.push(format!(
+                    "CgroupSubsystem::active_processor_count (cached): {}",
+                    &l[COUNT.len()..]
+                ));
+                continue;
+            }
+        }
+        out.push(l.clone());
+    }
+    out
+}
+
 impl Detection {
     /// Reads it from a VM's stdout.
     pub fn from_stdout(stdout: &str) -> Detection {
@@ -350,6 +388,7 @@ impl Detection {
                 _ => {}
             }
         }
+        d.lines = fold_recomputed_cpu_counts(d.lines);
         d
     }
 
@@ -365,5 +404,53 @@ impl Detection {
             diff.push_str(&format!("{mark} rtvm: {a}\n  java: {b}\n"));
         }
         diff
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fold_recomputed_cpu_counts;
+
+    fn strings(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    const FIRST: &[&str] = &[
+        "OSContainer::init: Initializing Container Support",
+        "Path to /cpu.cfs_quota_us is /sys/fs/cgroup/cpu,cpuacct/box/cpu.cfs_quota_us",
+        "CPU Quota is: -1",
+        "Path to /cpu.cfs_period_us is /sys/fs/cgroup/cpu,cpuacct/box/cpu.cfs_period_us",
+        "Open of file /sys/fs/cgroup/cpu,cpuacct/box/cpu.cfs_period_us failed, No such file or directory",
+        "CPU Period is: -2",
+        "OSContainer::active_processor_count: 2",
+        "CgroupSubsystem::active_processor_count (cached): 2",
+        "total physical memory: 25275990016",
+    ];
+
+    /// A run that found the count cached and one whose cache had expired (it ran slower) read
+    /// the same.
+    #[test]
+    fn a_recomputation_after_the_cache_expired_reads_as_cached() {
+        let mut cached = strings(FIRST);
+        cached.push("CgroupSubsystem::active_processor_count (cached): 2".into());
+        let mut recomputed = strings(FIRST);
+        recomputed.extend(strings(&FIRST[1..7]));
+        assert_eq!(
+            fold_recomputed_cpu_counts(recomputed),
+            fold_recomputed_cpu_counts(cached.clone())
+        );
+        assert_eq!(fold_recomputed_cpu_counts(cached.clone()), cached);
+    }
+
+    /// A recomputation that found something else (another quota) stays as it is.
+    #[test]
+    fn a_different_recomputation_is_kept() {
+        let mut other = strings(FIRST);
+        other.extend(strings(&[
+            "Path to /cpu.cfs_quota_us is /x",
+            "CPU Quota is: 50000",
+            "OSContainer::active_processor_count: 1",
+        ]));
+        assert_eq!(fold_recomputed_cpu_counts(other.clone()), other);
     }
 }
