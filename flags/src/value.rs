@@ -279,6 +279,17 @@ pub fn format_exact_size(bytes: u64) -> String {
     format!("{bytes}B")
 }
 
+/// Formats a byte count in the largest unit that leaves at least 100 of it, truncated, as
+/// HotSpot's `byte_size_in_proper_unit` does (`24105M`, `83716K`, `512M`, `0B`).
+pub fn format_proper_size(bytes: u64) -> String {
+    for (unit, suffix) in [(G, "G"), (M, "M"), (K, "K")] {
+        if bytes >= 100 * unit {
+            return format!("{}{}", bytes / unit, suffix);
+        }
+    }
+    format!("{bytes}B")
+}
+
 /// Formats a byte count with a lowercase unit as HotSpot's page-size lists do (`4k`, `2M` →
 /// `2M`): kilobytes in lowercase, larger units in uppercase.
 pub fn format_page_size(bytes: u64) -> String {
@@ -292,6 +303,16 @@ pub fn format_page_size(bytes: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn proper_sizes() {
+        assert_eq!(format_proper_size(0), "0B");
+        assert_eq!(format_proper_size(99 * K), "101376B");
+        assert_eq!(format_proper_size(83_716 * K + 5), "83716K");
+        assert_eq!(format_proper_size(512 * M), "512M");
+        assert_eq!(format_proper_size(24_105 * M), "24105M");
+        assert_eq!(format_proper_size(100 * G), "100G");
+    }
 
     #[test]
     fn unsigned_forms() {

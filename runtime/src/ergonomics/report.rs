@@ -131,7 +131,10 @@ pub(crate) fn log_gc_init(flags: &Flags, machine: &Machine, heap_pages: &str, wo
         rtvm_os_linux::system::configured_processors(),
         machine.processors()
     ));
-    info(format!("Memory: {}", proper_unit(machine.memory())));
+    info(format!(
+        "Memory: {}",
+        rtvm_flags::value::format_proper_size(machine.memory())
+    ));
     let large_pages = if flags.get(flag::UseTransparentHugePages) {
         "Enabled (Transparent)"
     } else if flags.get(flag::UseLargePages) {
@@ -155,18 +158,4 @@ pub(crate) fn log_gc_init(flags: &Flags, machine: &Machine, heap_pages: &str, wo
         enabled(flags.get(flag::AlwaysPreTouch))
     ));
     info(format!("Parallel Workers: {workers}"));
-}
-
-/// A byte count in the largest unit that leaves at least 100 of it, truncated (HotSpot's
-/// `byte_size_in_proper_unit`): `24105M`, `512M`.
-fn proper_unit(bytes: u64) -> String {
-    const K: u64 = 1 << 10;
-    const M: u64 = 1 << 20;
-    const G: u64 = 1 << 30;
-    match bytes {
-        b if b >= 100 * G => format!("{}G", b / G),
-        b if b >= 100 * M => format!("{}M", b / M),
-        b if b >= 100 * K => format!("{}K", b / K),
-        b => format!("{b}B"),
-    }
 }

@@ -405,6 +405,8 @@ pub(crate) fn enter_current() -> bool {
 }
 
 /// [`enter_current`] with the registers and stack pointer the C entry took at its caller.
+/// (Not one generic helper with a closure for both: in a debug build the closure would be a
+/// frame of its own, and `enter_current` would publish that frame's registers.)
 pub(crate) fn enter_current_with(sp: usize, regs: &[usize; SAVED_REGISTERS]) -> bool {
     let Some(m) = current() else { return false };
     if m.depth.fetch_add(1, Ordering::Relaxed) == 0 && m.record.state() == os::RUNNING {

@@ -20,7 +20,8 @@ pub(crate) fn system_properties(ctx: &Context) -> Vec<(String, String)> {
         .map(|s| s.trim().to_owned())
         .unwrap_or_default();
     let user = rtvm_os_linux::attach::effective_user_name();
-    let home = std::env::var("HOME").unwrap_or_else(|_| "?".into());
+    // A HOME that is not UTF-8 is shown lossily, as the launcher reads arguments.
+    let home = std::env::var_os("HOME").map_or_else(|| "?".into(), |h| crate::args::lossy(&h));
     let dir = std::env::current_dir()
         .map(|d| d.display().to_string())
         .unwrap_or_else(|_| "?".into());

@@ -36,19 +36,6 @@ pub(crate) fn trim_native_heap() -> Option<Trimmed> {
     })
 }
 
-/// A byte count in HotSpot's proper unit (`554M`, `83716K`, `0B`).
-pub(crate) fn proper(bytes: u64) -> String {
-    const K: u64 = 1 << 10;
-    const M: u64 = 1 << 20;
-    const G: u64 = 1 << 30;
-    match bytes {
-        b if b >= 100 * G => format!("{}G", b / G),
-        b if b >= 100 * M => format!("{}M", b / M),
-        b if b >= 100 * K => format!("{}K", b / K),
-        b => format!("{b}B"),
-    }
-}
-
 impl Trimmed {
     /// `554M->83716K (-472M)`, as HotSpot prints a trim.
     pub(crate) fn change(&self) -> String {
@@ -61,9 +48,9 @@ impl Trimmed {
         };
         format!(
             "{}->{} ({sign}{})",
-            proper(self.before),
-            proper(self.after),
-            proper(delta)
+            rtvm_flags::value::format_proper_size(self.before),
+            rtvm_flags::value::format_proper_size(self.after),
+            rtvm_flags::value::format_proper_size(delta)
         )
     }
 }
