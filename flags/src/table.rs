@@ -55,6 +55,8 @@ const SCALED_1M: u64 = (M * 13 / 10) & !7;
 const SIZE_MAX_HALF: u64 = u64::MAX / 2;
 
 define_flags! {
+    diagnostic(bool, AbortVMOnSafepointTimeout, false,
+        "With SafepointTimeout, end the process with a fatal error once the threads that did not reach the stop are reported (SIGABRT sent to the first of them, so a core shows its stack)");
     product(int, ActiveProcessorCount, -1,
         "Specify the CPU count the VM should use and report as active; -1 uses the count the OS makes available to the process");
     product(bool, AlwaysPreTouch, false,
@@ -75,6 +77,13 @@ define_flags! {
         "Delay each thread start by 100ms between the start handshake and the thread's own set-up, widening the window in which an unmitigated stack can turn into huge pages");
     diagnostic(bool, DisableTHPStackMitigation, false,
         "Do not protect thread stacks from transparent huge pages: map them like glibc on kernels before 6.8 (no MADV_NOHUGEPAGE, guard zone placed late by the thread). For negative tests only");
+    diagnostic(intx, GuaranteedSafepointInterval, 1000,
+        "Milliseconds between the stops of the world of SafepointALot and the handshake rounds of HandshakeALot (0: none)")
+        range(0, 2_147_483_647);
+    diagnostic(bool, HandshakeALot, false,
+        "Send a no-op handshake to every mutator in turn each GuaranteedSafepointInterval, verifying that the target is not running while the operation runs for it");
+    diagnostic(uint, HandshakeTimeout, 0,
+        "Milliseconds after which a handshake that has not completed is a fatal error naming its thread (0: no limit)");
     product(bool, IgnoreUnrecognizedVMOptions, false,
         "Ignore unrecognized VM options");
     product(double, InitialRAMPercentage, 1.5625,
@@ -143,6 +152,8 @@ define_flags! {
     product(intx, SafepointSignalDelay, 200,
         "Microseconds a stop of the world or a handshake waits for threads to poll or enter a safe region before it sends SafepointSignal to those still running (0: at once)")
         range(0, 10_000_000);
+    diagnostic(bool, SafepointALot, false,
+        "Stop the world every GuaranteedSafepointInterval and verify the stop: no stopped thread runs, every scan range lies on its thread's stack, what a stopped thread published stays as it was");
     product(bool, SafepointTimeout, false,
         "Time out and warn or fail after SafepointTimeoutDelay milliseconds if failed to reach safepoint");
     product(intx, SafepointTimeoutDelay, 10000,

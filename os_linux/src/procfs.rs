@@ -318,6 +318,96 @@ pub fn task_stat(tid: i32) -> Option<TaskStat> {
     Some(TaskStat { state, cpu_ns })
 }
 
+/// What the kernel says of one of this process's threads, for a report on a thread that
+/// did not stop: its scheduler state, the system call it is in, where it waits, and its
+/// signal masks.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TaskReport {
+    /// The scheduler state letter (`R`, `S`, `D`, `T`, `t`, `Z`, ...).
+    pub state: char,
+    /// The system call number it is blocked in (`/proc/.../syscall`), if it is in one.
+    pub syscall: Option<i64>,
+    /// The kernel function it waits in (`wchan`), if it waits.
+    pub wchan: Option<String>,
+    /// Its blocked signals (`SigBlk`), as a bit mask (bit `n - 1` for signal `n`).
+    pub blocked: u64,
+    /// Signals pending for it alone (`SigPnd`).
+    pub pending: u64,
+}
+
+impl TaskReport {
+    /// The state letter in the kernel's words: `S (sleeping)`.
+    pub fn state_words(&self) -> String {
+        let what = match self.state {
+            'R' => "running",
+            'S' => "sleeping",
+            'D' => "disk sleep",
+            'T' => "stopped",
+            't' => "tracing stop",
+            'Z' => "zombie",
+            'X' => "dead",
+            'I' => "idle",
+            'P' => "parked",
+            _ => "unknown",
+        };
+        format!("{} ({what})", self.state)
+    }
+
+    /// Whether it blocks signal `signo`.
+    pub fn blocks(&self, signo: i32) -> bool {
+        (1..=64).contains(&signo) && self.blocked & (1u64 << (signo - 1)) != 0
+    }
+
+    /// Whether signal `signo` is pending for it.
+    pub fn has_pending(&self, signo: i32) -> bool {
+        (1..=64).contains(&signo) && self.pending & (1u64 << (signo - 1)) != 0
+    }
+}
+
+/// A report on thread `tid` of this process; `None` once it is gone.
+pub fn task_report(tid: i32) -> Option<TaskReport> {
+    let dir = format!("/proc/self/task/{tid}");
+    let state = task_stat(tid).map(|s| s.state)?;
+    let syscall = std::fs::read_to_string(format!("{dir}/syscall"))
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<i64>().ok())
+        .filter(|&n| n >= 0);
+    let wchan = std::fs::read_to_string(format!("{dir}/wchan"))
+        .ok()
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty() && s != "0");
+    let status = std::fs::read_to_string(format!("{dir}/status")).unwrap_or_default();
+    let mask = |key: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+            .unwrap_or(0)
+    };
+    Some(TaskReport {
+        state,
+        syscall,
+        wchan,
+        blocked: mask("SigBlk:"),
+        pending: mask("SigPnd:"),
+    })
+}
+
+/// Whether thread `tid` of this process still exists.
+pub fn task_exists(tid: i32) -> bool {
+    std::path::Path::new(&format!("/proc/self/task/{tid}")).exists()
+}
+
+/// The end of the readable mapping that holds `addr` (a stack of unknown size, a fiber's:
+/// from its stack pointer to there); `None` if `addr` lies in no readable mapping.
+pub fn readable_mapping_end(addr: usize) -> Option<usize> {
+    read_maps()
+        .ok()?
+        .iter()
+        .find(|m| (m.start..m.end).contains(&addr) && m.perms.starts_with('r'))
+        .map(|m| m.end)
+}
+
 /// Totals over several smaps entries.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Totals {

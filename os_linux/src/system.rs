@@ -272,6 +272,41 @@ pub fn strftime_now(format: &str) -> String {
     String::from_utf8_lossy(&buf[..n]).into_owned()
 }
 
+/// Writes `bytes` to fd 2 with `write(2)` (retrying short writes and `EINTR`), bypassing
+/// every lock: for fatal reports and for output while other threads may be stopped.
+pub fn write_stderr(bytes: &[u8]) {
+    write_fd(2, bytes);
+}
+
+/// Writes `bytes` to `fd` with `write(2)` (retrying short writes and `EINTR`), bypassing
+/// every user-space lock. Errors other than `EINTR` end the write silently.
+pub fn write_fd(fd: i32, mut bytes: &[u8]) {
+    while !bytes.is_empty() {
+        // SAFETY: writes from a valid slice to a file descriptor; no memory is written.
+        let n = unsafe { libc::write(fd, bytes.as_ptr().cast(), bytes.len()) };
+        if n > 0 {
+            bytes = &bytes[n as usize..];
+        } else if n < 0 && nix::errno::Errno::last() == nix::errno::Errno::EINTR {
+            continue;
+        } else {
+            return;
+        }
+    }
+}
+
+/// Ends the process after a fatal error a diagnostic mode asked for: writes `report` to fd 2,
+/// then sends `SIGABRT` to thread `culprit` of this process if given (a core then shows that
+/// thread's stack) and waits a little for it to end the process, else (or then) `abort()`.
+pub fn abort_process(report: &str, culprit: Option<i32>) -> ! {
+    write_stderr(report.as_bytes());
+    if let Some(tid) = culprit.filter(|&t| t > 0) {
+        // SAFETY: SIGABRT to a thread of this process; its default action ends the process.
+        unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), tid, libc::SIGABRT) };
+        std::thread::sleep(std::time::Duration::from_secs(3));
+    }
+    std::process::abort()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -495,6 +495,10 @@ where
         Some(key) if unsafe { libc::pthread_setspecific(key, arg) } == 0 => std::ptr::null_mut(),
         _ => arg,
     };
+    // A thread started by one that blocks every signal (the signalfd or sigwait idiom)
+    // inherits that mask: the faults the guard-zone reporter handles and the stop signal
+    // must reach this one (HotSpot unblocks its own signals in the threads it starts too).
+    let _ = crate::safepoint::unblock_vm_signals(0);
     signals::set_alt_stack(Some(&context.layout.alt_stack));
     set_current_thread_name(&context.name);
     if context.guard_installed {

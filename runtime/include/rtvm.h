@@ -439,83 +439,134 @@ int rtvm_diagnostic_command(rtvm_vm *vm, const char *command, char *buf, size_t 
  * threads the embedder's code runs on. Each is running (the embedder's code), in a safe
  * region (it published its stack pointer and registers and blocks before it runs the
  * embedder's code again), stopped, or gone. rtvm's own threads (the worker gang, the
- * dispatcher, the attach listener, the trimmer) run only rtvm's code, never touch the
- * embedder's objects, and are not stopped.
+ * dispatcher, the attach listener, the trimmer) and the collector's threads
+ * (rtvm_collector_thread_start) are not mutators: they are never stopped, and may run and
+ * allocate while the world is stopped.
  *
- * A stop of the world (rtvm_stop_the_world) arms every other mutator's poll, counts those in
- * a safe region at once, waits for the rest to reach a poll (rtvm_safepoint_poll) or a safe
- * region, and sends the stop signal (-XX:SafepointSignal, a real-time signal, SIGRTMIN+4 by
- * default) to those still running after -XX:SafepointSignalDelay (200 us): its handler runs on the
- * thread's own stack (never SA_ONSTACK), so the kernel saves the thread's whole register file
- * inside its scan range; it allocates nothing and takes no lock. The callback then runs with
- * every other mutator stopped, and the world resumes when it returns.
+ * A stop of the world (rtvm_stop_the_world, or rtvm_world_stop ... rtvm_world_resume) arms
+ * every other mutator's poll, counts those in a safe region at once, waits for the rest to
+ * reach a poll (rtvm_safepoint_poll) or a safe region, and sends the stop signal
+ * (-XX:SafepointSignal, a real-time signal, SIGRTMIN+4 by default) to those still running
+ * after -XX:SafepointSignalDelay (200 us). Its handler runs on the stack the thread runs on
+ * (never SA_ONSTACK), so the kernel saves the thread's whole register file inside its scan
+ * range; it allocates nothing and takes no lock.
+ *
+ * Where the signal stops a thread: only where the interrupted instruction lies outside code
+ * that may hold a process-wide lock — the C library (malloc's arenas, stdio, the atexit and
+ * fork locks), the dynamic linker, libgcc_s, libstdc++, known allocators (jemalloc, tcmalloc,
+ * mimalloc, libgc) and sanitizer runtimes, librtvm itself, ranges declared RTVM_CODE_NO_STOP
+ * (rtvm_declare_code) — and outside a no-stop section (rtvm_async_stop_disable). Found
+ * there, the thread is left to run and asked again a little later (20 us, doubling up to
+ * 1 ms; a thread found blocked in a system call, up to 50 ms), at most one signal pending per
+ * thread. So no thread is ever stopped holding malloc's, stdio's or the loader's lock: the
+ * code that holds the world stopped, a handshake operation and the collector's threads may
+ * malloc, print and log while the world is stopped. A non-polling loop in the embedder's own
+ * code or in JIT code (anonymous executable memory) is stopped there. A thread blocked inside
+ * a C library call outside a safe region cannot be stopped: the stop times out naming it with
+ * what the kernel says of it (state, system call, signal mask) — put blocking calls in safe
+ * regions.
  *
  * What a thread in a safe region may do: block, sleep, call foreign code or the kernel, and
  * anything that does not touch the collector's objects. Leaving the region waits while the
- * world is stopped. rtvm's own waits (thread start and join, attach and detach, waiting for
- * the gang, for a stop or a handshake, destroy) are safe regions already; a thread starts in
- * one and leaves it when its function begins.
+ * world is stopped; a poll inside a region leaves it safe. rtvm's own waits (thread start and
+ * join, attach and detach, waiting for the gang, for a stop or a handshake, destroy) are safe
+ * regions already; a thread starts in one and leaves it when its function begins.
  *
- * The callback may read memory (the stacks, the heap), record and compute; it must not
- * allocate with malloc if a thread may have been stopped by the signal (it may be stopped
- * inside malloc, holding the allocator's lock), nor start, join, attach or detach threads,
- * stop the world, handshake or destroy the VM (those are refused with RTVM_EINVAL or wait for
- * the world to resume). A thread that starts during a stop stops before its function; a
- * thread that ends, detaches or attaches waits until the world resumes (its stack stays
- * mapped while the callback may scan it).
+ * The code that holds the world stopped must not start, join, attach or detach threads, stop
+ * the world again, handshake or destroy the VM (refused with RTVM_EINVAL on the thread that
+ * stopped it; a thread it handed the world to would wait until the timeout), nor fork(): the
+ * child gets only the forking thread, a copy of the stopped world that no other thread will
+ * ever end (rtvm calls in the child return RTVM_EFORK; a leave or poll there does not wait).
+ * A thread that starts during a stop stops before its function; a thread that ends, detaches
+ * or attaches waits until the world resumes (its stack stays mapped while the collector may
+ * scan it).
  *
  * Signals: the stop signal may interrupt a system call: with SA_RESTART most restart, those
  * that never restart (poll, epoll_wait, nanosleep, sem_timedwait, ...) return EINTR as they do
- * for any handled signal. A thread that blocks the stop signal is stopped only by polls and
- * safe regions. rtvm's SIGSEGV handler is unaffected: a stack overflow during a stop is still
- * reported as an overflow (the stop handler's frame on a nearly full stack faults into the
- * guard zone like any other frame). A thread found on its alternate signal stack (inside a
- * handler installed with SA_ONSTACK) reports that range, and its whole usable stack as its
- * scan range. With -Xrs no signal is installed: only polls and safe regions stop threads, and
- * a thread that never polls makes the stop time out (the message says so). The embedder's own
- * signals are its own: choose -XX:SafepointSignal if SIGRTMIN+4 is taken (rtvm refuses a
- * signal that already has a handler, and then stops threads without it).
+ * for any handled signal. VM threads unblock the stop signal and the synchronous faults
+ * (SIGSEGV, SIGBUS, SIGILL, SIGFPE) whatever mask they inherit; an attached thread has them
+ * unblocked while it is attached (its own mask is put back when it detaches). A thread that
+ * blocks the stop signal anyway is stopped only by polls and safe regions (at most one signal
+ * stays pending for it, and rtvm_destroy discards it: it never reaches the host after the VM
+ * is gone). rtvm's SIGSEGV handler is unaffected: a stack overflow during a stop is still
+ * reported as an overflow. A thread found on another stack than its own — its alternate
+ * signal stack (inside a handler installed with SA_ONSTACK), a fiber it declared
+ * (rtvm_set_current_fiber), or an unknown one (the readable mapping that holds its stack
+ * pointer) — reports that stack's part in use (altstack_start/end, other_kind), and its whole
+ * usable stack as its scan range. With -Xrs no signal is installed: only polls and safe
+ * regions stop threads, and a thread that never polls makes the stop time out (the message
+ * says so). The embedder's own signals are its own: choose -XX:SafepointSignal if SIGRTMIN+4
+ * is taken (rtvm refuses a signal that already has a handler, and then stops threads without
+ * it).
+ *
+ * Stress and diagnostics as in HotSpot (diagnostic flags): -XX:+SafepointALot and
+ * -XX:+HandshakeALot stop the world / handshake every mutator each
+ * -XX:GuaranteedSafepointInterval ms and verify each stop; -XX:+SafepointTimeout reports the
+ * threads still running after -XX:SafepointTimeoutDelay ms, -XX:+AbortVMOnSafepointTimeout
+ * then ends the process, -XX:HandshakeTimeout=<ms> makes a late handshake fatal.
+ *
+ * No rtvm function is async-signal-safe: do not call rtvm (nor stop the world) from a signal
+ * handler — the handler may have interrupted rtvm_thread_start, malloc or rtvm's own locks
+ * on that very thread, and would wait for them for ever. The exceptions are the inline
+ * rtvm_safepoint_poll (a load) and the poll's slow path on a mutator.
  */
 
 #define RTVM_STOPPED_POLL        1 /* at rtvm_safepoint_poll: its registers are in its scan range */
 #define RTVM_STOPPED_SAFE_REGION 2 /* in a safe region: registers saved at its entry, `registers` */
 #define RTVM_STOPPED_SIGNAL      3 /* by the stop signal: its context is in its scan range */
 
+#define RTVM_STACK_SIGNAL  1 /* other_kind: the thread's alternate signal stack */
+#define RTVM_STACK_FIBER   2 /* other_kind: a stack it declared with rtvm_set_current_fiber */
+#define RTVM_STACK_UNKNOWN 3 /* other_kind: the readable mapping holding its stack pointer */
+
 typedef struct rtvm_stopped_thread {
     uint64_t id;                            /* rtvm_current_thread_id() of that thread */
     int tid;                                /* the kernel thread id */
-    const char *name;                       /* valid during the callback */
+    const char *name;                       /* valid while the world is stopped */
     int how;                                /* RTVM_STOPPED_POLL, _SAFE_REGION, _SIGNAL */
     uintptr_t scan_start, scan_end;         /* [sp, base): holds every register value too
                                                (poll and signal stops); empty before the
                                                thread's function began */
-    uintptr_t altstack_start, altstack_end; /* 0, 0 unless stopped on the signal stack (then
-                                               [sp, end) of it; scan is the whole stack) */
+    uintptr_t altstack_start, altstack_end; /* 0, 0 unless found on another stack
+                                               (other_kind): then [sp, end) of it, and scan
+                                               is the whole stack */
     const uintptr_t *registers;             /* the callee-saved registers as published (x86-64:
-                                               rbx, rbp, r12-r15), valid during the callback */
+                                               rbx, rbp, r12-r15), valid while stopped */
     size_t n_registers;
+    int other_kind;                         /* 0, RTVM_STACK_SIGNAL, _FIBER or _UNKNOWN */
 } rtvm_stopped_thread;
 
 typedef void (*rtvm_world_fn)(void *ctx, const rtvm_stopped_thread *threads, size_t n);
 
 /* Stops every other mutator, calls fn(ctx, threads, n) while they are stopped, and resumes
- * them. timeout_ms bounds the wait for the threads to stop: RTVM_ETIMEDOUT if some did not
- * (rtvm_last_error names them; the others were let go, fn was not called). RTVM_EINVAL from
- * inside a callback or a handshake, from a thread in a safe region while another thread holds
- * the world stopped, or with a NULL vm or fn. -Xlog:safepoint logs each stop as HotSpot does
- * ("Safepoint \"<reason>\", Time since last: ... ns, Reaching safepoint: ... ns, ..."), and
- * -XX:+SafepointTimeout the stragglers after -XX:SafepointTimeoutDelay ms. One stop or
- * handshake at a time (others wait, in a safe region). Any thread; not after rtvm_destroy. */
+ * them. timeout_ms bounds the wait for the threads to stop, and for another stop or handshake
+ * to end first: RTVM_ETIMEDOUT if some did not stop (rtvm_last_error names them with their
+ * /proc state; the others were let go, fn was not called) or another stop held the VM for the
+ * whole time. RTVM_EINVAL from inside a callback or a handshake, from a thread in a safe
+ * region while another thread holds the world stopped, or with a NULL vm or fn. fn may
+ * malloc. -Xlog:safepoint logs each stop as HotSpot does ("Safepoint \"<reason>\", Time since
+ * last: ... ns, Reaching safepoint: ... ns, ..."). Any thread; not after rtvm_destroy. */
 int rtvm_stop_the_world(rtvm_vm *vm, const char *reason, int timeout_ms, rtvm_world_fn fn,
                         void *ctx);
 
+/* The same stop, handed between threads (a collector stops the mutators on one of its threads
+ * and resumes them from another): rtvm_world_stop stops the world as rtvm_stop_the_world does
+ * and returns it in *world_out; rtvm_world_threads gives its threads (valid until it is
+ * resumed); rtvm_world_resume lets them go and frees the world — from any thread, once. The
+ * thread that stopped it must not stop the world or handshake until it is resumed (that is
+ * RTVM_EINVAL); another thread that does waits up to its timeout. */
+typedef struct rtvm_world rtvm_world;
+int rtvm_world_stop(rtvm_vm *vm, const char *reason, int timeout_ms, rtvm_world **world_out);
+int rtvm_world_threads(const rtvm_world *world, const rtvm_stopped_thread **threads, size_t *n);
+int rtvm_world_resume(rtvm_world *world);
+
 /* Runs fn(ctx, t) for the mutator thread_id while only that thread is stopped: by that thread
  * at its next poll (t describes it there), or by the caller while it is in a safe region or
- * stopped by the signal (after -XX:SafepointSignalDelay without a poll). Waits up to 10 s for a thread that
- * neither polls nor is safe (RTVM_ETIMEDOUT, fn not called); RTVM_EINVAL for an unknown
- * thread, NULL fn, or from inside a callback. -Xlog:handshake logs it. fn must be callable
- * from either thread, must not stop the world or handshake, and must not malloc (run by the
- * caller, the target may be stopped by the signal inside malloc). Any thread. */
+ * stopped by the signal. Waits up to 10 s for a thread that neither polls, nor is safe, nor
+ * could be stopped by the signal (RTVM_ETIMEDOUT, fn not called; rtvm_last_error says why);
+ * RTVM_EINVAL for an unknown thread, NULL fn, or from inside a callback. -Xlog:handshake logs
+ * it. fn must be callable from either thread and must not stop the world or handshake; it may
+ * malloc, and enter and leave safe regions. Any thread. */
 int rtvm_handshake(rtvm_vm *vm, uint64_t thread_id,
                    void (*fn)(void *ctx, const rtvm_stopped_thread *t), void *ctx);
 
@@ -523,7 +574,8 @@ int rtvm_handshake(rtvm_vm *vm, uint64_t thread_id,
  * process-wide word; only while a stop or a handshake is pending anywhere does it call
  * rtvm_safepoint_poll_slow, which checks the calling thread's own poll word and stops there
  * (spilling its registers onto its stack) if the stop is for it. On any thread; it does
- * nothing on a thread that is not a mutator. */
+ * nothing on a thread that is not a mutator, nor inside a safe region (it stays safe), and
+ * inside a no-stop section it leaves the stop to the section's end. */
 extern const volatile uint32_t *const rtvm_safepoint_pending;
 void rtvm_safepoint_poll_slow(void);
 static inline void rtvm_safepoint_poll(void) {
@@ -533,18 +585,63 @@ static inline void rtvm_safepoint_poll(void) {
 /* Enters a safe region on the calling thread (a mutator of this VM): until the matching
  * rtvm_leave_safe_region it counts as stopped. Publishes the caller's stack pointer and its
  * callee-saved registers exactly as the caller holds them at this call (the entry is a
- * trampoline that touches none of them): a value the caller keeps only in a register is in
- * `registers`, one it keeps in its frames is in the scan range. Regions nest. RTVM_EDETACHED
- * for any other thread. */
+ * trampoline that touches none of them; a stop signal arriving meanwhile cannot overwrite
+ * them): a value the caller keeps only in a register is in `registers`, one it keeps in its
+ * frames is in the scan range. Regions nest. RTVM_EDETACHED for any other thread. */
 int rtvm_enter_safe_region(rtvm_vm *vm);
 
 /* Leaves the innermost safe region (the outermost waits while the world is stopped).
- * RTVM_EINVAL if the thread is not in one, RTVM_EDETACHED for a thread that is not a mutator. */
+ * RTVM_EINVAL if the thread is not in one, RTVM_EDETACHED for a thread that is not a mutator,
+ * RTVM_EFORK in the child of fork() (at once, never a wait). */
 int rtvm_leave_safe_region(rtvm_vm *vm);
 
 /* The VM thread id of the calling thread (started by the VM or attached), 0 for a thread rtvm
  * does not know. Any thread. */
 uint64_t rtvm_current_thread_id(rtvm_vm *vm);
+
+/* ---- What a collector builds on ---- */
+
+/* Starts a collector's thread: a VM thread like rtvm_thread_start's (named, guarded, listed by
+ * jstack and NMT) that is not a mutator: never stopped, free to run and allocate while the
+ * world is stopped. rtvm_destroy runs the shutdown hooks once the application threads are
+ * done, then waits for the collector's threads: a hook must make them end. Join it with
+ * rtvm_thread_join (or let rtvm_destroy wait for it and free the handle with
+ * rtvm_thread_join after). Any thread. */
+int rtvm_collector_thread_start(rtvm_vm *vm, const char *name, rtvm_thread_fn fn, void *arg,
+                                rtvm_thread **thread_out);
+
+/* Adds fn(ctx) to what rtvm_destroy runs, on the destroying thread and in the order added,
+ * once every application thread has finished and before it waits for the collector's
+ * threads: where a collector tells them to end. RTVM_ESHUTDOWN once the destroy has begun.
+ * Any thread. */
+int rtvm_add_shutdown_hook(rtvm_vm *vm, void (*fn)(void *ctx), void *ctx);
+
+/* A no-stop section on the calling mutator: the stop signal does not stop the thread between
+ * rtvm_async_stop_disable and the matching rtvm_async_stop_enable (they nest); a stop that
+ * found it inside takes it at the enable, as at a poll. For code that holds a lock the
+ * collector needs while the world is stopped, or that has allocated an object a conservative
+ * scan cannot see yet (before its metadata is set). Keep them short: a stop waits for them.
+ * Nothing on a thread that is not a mutator. */
+void rtvm_async_stop_disable(void);
+void rtvm_async_stop_enable(void);
+
+#define RTVM_CODE_NO_STOP   1 /* the stop signal never stops a thread in this code */
+#define RTVM_CODE_STOPPABLE 2 /* it may, whatever else covers the range */
+
+/* Declares the code [start, end) as RTVM_CODE_NO_STOP (code of the embedder's that may hold a
+ * lock a collector needs: a statically linked allocator) or RTVM_CODE_STOPPABLE (a declared
+ * range wins over the system objects rtvm finds itself); process-wide, for every VM. The same
+ * range declared again changes its kind; rtvm_forget_code takes it back (code unloaded, JIT
+ * code freed). RTVM_EINVAL for an empty range, an unknown kind, a full table (256 ranges), or
+ * a range never declared. Any thread. */
+int rtvm_declare_code(uintptr_t start, uintptr_t end, int kind);
+int rtvm_forget_code(uintptr_t start, uintptr_t end);
+
+/* Declares that the calling mutator now runs on the stack [start, end) (a fiber or coroutine
+ * of the embedder's; 0, 0: its own stack again): a stop reports the part of it in use
+ * (RTVM_STACK_FIBER) besides the thread's own stack. RTVM_EDETACHED for a thread that is not a
+ * mutator of vm. */
+int rtvm_set_current_fiber(rtvm_vm *vm, uintptr_t start, uintptr_t end);
 
 #ifdef __cplusplus
 }

@@ -86,7 +86,8 @@ pub use nmt::{MemoryDetail, NmtScale, NmtSummary, StackDetail, Usage};
 pub use output::{Output, Stream};
 pub use pretouch::{PretouchHold, PretouchReport};
 pub use safepoint::{
-    safepoint_poll, SafeRegion, SafepointError, StopHow, StoppedThread, WorldStopped,
+    declare_code, forget_code, safepoint_poll, CodeError, CodeKind, NoAsyncStop, SafeRegion,
+    SafepointError, StackKind, StopHow, StoppedThread, WorldStopped,
 };
 pub use threads::{
     AttachedThread, StackBounds, StackConfig, ThreadBuilder, ThreadError, ThreadInfo, ThreadKind,

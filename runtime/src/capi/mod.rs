@@ -19,6 +19,7 @@
 //! | `safepoint` | `rtvm_stop_the_world`, `rtvm_handshake`, the poll's slow path, safe regions, `rtvm_current_thread_id` |
 //! | here | `rtvm_last_error`, and what every entry point shares |
 
+mod collector;
 mod heap;
 mod init;
 mod memory;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::{code_of, fail, guard, vm_ref, EDETACHED, EINVAL, OK};
 use crate::safepoint::{self, StoppedThread, POLL_PENDING};
-use crate::Vm;
+use crate::{Vm, WorldStopped};
 
 /// `rtvm_stopped_thread`: the layout of rtvm.h (fields are only ever appended).
 #[repr(C)]
@@ -21,6 +21,7 @@ pub struct RtvmStoppedThread {
     altstack_end: usize,
     registers: *const usize,
     n_registers: usize,
+    other_kind: c_int,
 }
 
 /// The word rtvm.h's inline `rtvm_safepoint_poll()` reads: non-zero while a stop of the world
@@ -31,7 +32,7 @@ pub static rtvm_safepoint_pending: &std::sync::atomic::AtomicU32 = &POLL_PENDING
 /// The C view of a stopped thread; `registers` must outlive it.
 fn c_view(t: &StoppedThread<'_>, registers: &[usize]) -> RtvmStoppedThread {
     let scan = t.scan();
-    let alt = t.alt_stack().unwrap_or(0..0);
+    let (other, kind) = t.other_stack().map_or((0..0, 0), |(r, k)| (r, k.code()));
     RtvmStoppedThread {
         id: t.id(),
         tid: t.tid(),
@@ -39,11 +40,64 @@ fn c_view(t: &StoppedThread<'_>, registers: &[usize]) -> RtvmStoppedThread {
         how: t.how().code(),
         scan_start: scan.start,
         scan_end: scan.end,
-        altstack_start: alt.start,
-        altstack_end: alt.end,
+        altstack_start: other.start,
+        altstack_end: other.end,
         registers: registers.as_ptr(),
         n_registers: registers.len(),
+        other_kind: kind,
     }
+}
+
+/// A stopped world as C sees it: the stop, and its threads' views (which point into the
+/// stop's names and into `registers`).
+pub struct RtvmWorld {
+    threads: Vec<RtvmStoppedThread>,
+    /// What the views' `registers` point into (a Vec's buffer stays put when it moves).
+    _registers: Vec<[usize; rtvm_os_linux::safepoint::SAVED_REGISTERS]>,
+    world: WorldStopped,
+}
+
+// SAFETY: the raw pointers in `threads` point into `registers` and into the names the stop
+// owns; both move with the value and are read-only. The stop itself is Send.
+unsafe impl Send for RtvmWorld {}
+
+impl std::fmt::Debug for RtvmWorld {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.world.fmt(f)
+    }
+}
+
+/// Stops the world and builds its C views.
+fn stop_world(
+    vm: &Vm,
+    what: &str,
+    reason: *const c_char,
+    timeout_ms: c_int,
+) -> Result<Box<RtvmWorld>, c_int> {
+    super::refuse_forked(vm, what)?;
+    let reason = if reason.is_null() {
+        what.to_owned()
+    } else {
+        // SAFETY: a non-NULL reason is a C string (the header's contract).
+        unsafe { CStr::from_ptr(reason) }
+            .to_string_lossy()
+            .into_owned()
+    };
+    let timeout = Duration::from_millis(timeout_ms.max(0) as u64);
+    let world = vm
+        .stop_the_world(&reason, timeout)
+        .map_err(|e| fail(code_of(&e), &e.to_string()))?;
+    let registers: Vec<_> = world.threads().map(|t| *t.registers()).collect();
+    let threads = world
+        .threads()
+        .zip(&registers)
+        .map(|(t, regs)| c_view(&t, regs))
+        .collect();
+    Ok(Box::new(RtvmWorld {
+        threads,
+        _registers: registers,
+        world,
+    }))
 }
 
 /// See `rtvm_stop_the_world` in rtvm.h.
@@ -67,43 +121,89 @@ pub unsafe extern "C" fn rtvm_stop_the_world(
         let Some(callback) = callback else {
             return fail(EINVAL, "rtvm_stop_the_world: callback is NULL");
         };
-        if let Err(code) = super::refuse_forked(vm, "rtvm_stop_the_world") {
-            return code;
-        }
-        let reason = if reason.is_null() {
-            "rtvm_stop_the_world".to_owned()
-        } else {
-            // SAFETY: a non-NULL reason is a C string (the header's contract).
-            unsafe { CStr::from_ptr(reason) }
-                .to_string_lossy()
-                .into_owned()
-        };
-        let timeout = Duration::from_millis(timeout_ms.max(0) as u64);
-        // Everything the callback's array needs is allocated before a thread is stopped.
-        let mut registers: Vec<[usize; rtvm_os_linux::safepoint::SAVED_REGISTERS]> = Vec::new();
-        let mut threads: Vec<RtvmStoppedThread> = Vec::new();
-        let stopped = vm
-            .inner
-            .registry
-            .safepoints()
-            .stop_reserving(&reason, timeout, &mut |n| {
-                registers.reserve(n);
-                threads.reserve(n);
-            });
-        let world = match stopped {
+        let world = match stop_world(vm, "rtvm_stop_the_world", reason, timeout_ms) {
             Ok(w) => w,
-            Err(e) => return fail(code_of(&e), &e.to_string()),
+            Err(code) => return code,
         };
-        for t in world.threads() {
-            registers.push(*t.registers());
-        }
-        for (t, regs) in world.threads().zip(&registers) {
-            threads.push(c_view(&t, regs));
-        }
         // SAFETY: the embedder's callback with its context, an array of `threads.len()`
         // entries that stays valid (with the names and registers it points to) until it returns.
-        unsafe { callback(ctx, threads.as_ptr(), threads.len()) };
+        unsafe { callback(ctx, world.threads.as_ptr(), world.threads.len()) };
         drop(world);
+        OK
+    })
+}
+
+/// See `rtvm_world_stop` in rtvm.h.
+///
+/// # Safety
+/// `vm` must be a live VM from `rtvm_create`; `reason` NULL or a C string; `world_out`
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn rtvm_world_stop(
+    vm: *mut Vm,
+    reason: *const c_char,
+    timeout_ms: c_int,
+    world_out: *mut *mut RtvmWorld,
+) -> c_int {
+    guard("rtvm_world_stop", || {
+        // SAFETY: forwarded to the caller.
+        let Some(vm) = (unsafe { vm_ref(vm) }) else {
+            return fail(EINVAL, "rtvm_world_stop: vm is NULL");
+        };
+        if world_out.is_null() {
+            return fail(EINVAL, "rtvm_world_stop: world_out is NULL");
+        }
+        match stop_world(vm, "rtvm_world_stop", reason, timeout_ms) {
+            Ok(w) => {
+                // SAFETY: checked non-NULL; the caller guarantees it is writable.
+                unsafe { *world_out = Box::into_raw(w) };
+                OK
+            }
+            Err(code) => code,
+        }
+    })
+}
+
+/// See `rtvm_world_threads` in rtvm.h.
+///
+/// # Safety
+/// `world` must come from `rtvm_world_stop` and not be resumed yet; `threads` and `n`
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn rtvm_world_threads(
+    world: *const RtvmWorld,
+    threads: *mut *const RtvmStoppedThread,
+    n: *mut usize,
+) -> c_int {
+    guard("rtvm_world_threads", || {
+        // SAFETY: the caller passes a live world.
+        let Some(w) = (unsafe { world.as_ref() }) else {
+            return fail(EINVAL, "rtvm_world_threads: world is NULL");
+        };
+        if threads.is_null() || n.is_null() {
+            return fail(EINVAL, "rtvm_world_threads: threads and n must not be NULL");
+        }
+        // SAFETY: checked non-NULL; the caller guarantees they are writable.
+        unsafe {
+            *threads = w.threads.as_ptr();
+            *n = w.threads.len();
+        }
+        OK
+    })
+}
+
+/// See `rtvm_world_resume` in rtvm.h.
+///
+/// # Safety
+/// `world` must come from `rtvm_world_stop`, resumed at most once.
+#[no_mangle]
+pub unsafe extern "C" fn rtvm_world_resume(world: *mut RtvmWorld) -> c_int {
+    guard("rtvm_world_resume", || {
+        if world.is_null() {
+            return fail(EINVAL, "rtvm_world_resume: world is NULL");
+        }
+        // SAFETY: the caller passes a world from rtvm_world_stop, owned by us from here.
+        drop(unsafe { Box::from_raw(world) });
         OK
     })
 }
@@ -247,7 +347,12 @@ pub unsafe extern "C" fn rtvm_leave_safe_region(vm: *mut Vm) -> c_int {
         );
     }
     if safepoint::leave_current() {
-        OK
+        // In the child of fork() the leave did not wait (the child's world is let go at the
+        // fork), but the VM is the parent's.
+        match super::refuse_forked(vm, "rtvm_leave_safe_region") {
+            Ok(()) => OK,
+            Err(code) => code,
+        }
     } else {
         fail(
             EINVAL,

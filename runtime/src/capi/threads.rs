@@ -6,7 +6,7 @@ use rtvm_os_linux::ForeignCall;
 
 use super::{c_text, code_of, fail, guard, vm_ref, EDETACHED, EINVAL, OK};
 use crate::threads::{Body, BoxedBody};
-use crate::{StackBounds, Vm, VmThread};
+use crate::{StackBounds, ThreadKind, Vm, VmThread};
 
 /// `rtvm_thread`.
 #[derive(Debug)]
@@ -48,21 +48,74 @@ pub unsafe extern "C" fn rtvm_thread_start(
     arg: *mut c_void,
     thread_out: *mut *mut RtvmThread,
 ) -> c_int {
-    guard("rtvm_thread_start", || {
+    // SAFETY: forwarded to the caller.
+    unsafe {
+        start(
+            "rtvm_thread_start",
+            ThreadKind::Java,
+            vm,
+            name,
+            f,
+            arg,
+            thread_out,
+        )
+    }
+}
+
+/// See `rtvm_collector_thread_start` in rtvm.h.
+///
+/// # Safety
+/// As for `rtvm_thread_start`.
+#[no_mangle]
+pub unsafe extern "C" fn rtvm_collector_thread_start(
+    vm: *mut Vm,
+    name: *const c_char,
+    f: Option<unsafe extern "C-unwind" fn(*mut c_void)>,
+    arg: *mut c_void,
+    thread_out: *mut *mut RtvmThread,
+) -> c_int {
+    // SAFETY: forwarded to the caller.
+    unsafe {
+        start(
+            "rtvm_collector_thread_start",
+            ThreadKind::Collector,
+            vm,
+            name,
+            f,
+            arg,
+            thread_out,
+        )
+    }
+}
+
+/// Starts a VM thread of `kind` running the C function `f(arg)`.
+///
+/// # Safety
+/// As for `rtvm_thread_start`.
+unsafe fn start(
+    what: &str,
+    kind: ThreadKind,
+    vm: *mut Vm,
+    name: *const c_char,
+    f: Option<unsafe extern "C-unwind" fn(*mut c_void)>,
+    arg: *mut c_void,
+    thread_out: *mut *mut RtvmThread,
+) -> c_int {
+    guard(what, || {
         // SAFETY: forwarded to the caller.
         let Some(vm) = (unsafe { vm_ref(vm) }) else {
-            return fail(EINVAL, "rtvm_thread_start: vm is NULL");
+            return fail(EINVAL, &format!("{what}: vm is NULL"));
         };
-        if let Err(code) = super::refuse_forked(vm, "rtvm_thread_start") {
+        if let Err(code) = super::refuse_forked(vm, what) {
             return code;
         }
         let Some(f) = f else {
-            return fail(EINVAL, "rtvm_thread_start: fn is NULL");
+            return fail(EINVAL, &format!("{what}: fn is NULL"));
         };
         if name.is_null() || thread_out.is_null() {
             return fail(
                 EINVAL,
-                "rtvm_thread_start: name and thread_out must not be NULL",
+                &format!("{what}: name and thread_out must not be NULL"),
             );
         }
         // SAFETY: checked non-NULL; the caller guarantees a NUL-terminated string.
@@ -70,7 +123,7 @@ pub unsafe extern "C" fn rtvm_thread_start(
         // The C body is called last, from a frame with nothing to drop: it may end its thread
         // with pthread_exit.
         let body = Body::<BoxedBody>::Foreign(ForeignCall { f, arg });
-        match vm.thread(&name).spawn_body(body) {
+        match vm.thread(&name).kind(kind).spawn_body(body) {
             Ok(t) => {
                 // SAFETY: checked non-NULL; the caller guarantees it is writable.
                 unsafe { *thread_out = Box::into_raw(Box::new(RtvmThread(t))) };

@@ -1,126 +1,101 @@
 //! Handshakes: an operation for one thread while only that thread is stopped. The requester
 //! puts the operation in the target's slot, holds the target (it may not leave a safe region
-//! or pass a poll) and arms its poll. Whoever claims the slot first runs it: the target at its
-//! next poll, on its own stack; or the requester, while the target is safe or stopped — at
-//! once if it is in a safe region, after the grace period by the stop signal if it neither
-//! polls nor blocks.
+//! or pass a poll) and arms its poll ([`protocol::offer_handshake`]). Whoever claims it first
+//! runs it: the target at its next poll, on its own stack — its own hold does not hold it
+//! meanwhile, so the operation may enter and leave safe regions, and a stray stop signal
+//! leaves it be; or the requester, while the target is safe or stopped — at once if it is in
+//! a safe region, by the stop signal (where that may stop it) if it neither polls nor blocks.
 
-use std::ffi::CString;
+use std::ffi::CStr;
 use std::ops::Range;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rtvm_os_linux::safepoint as os;
+use rtvm_os_linux::safepoint::{self as os, protocol, SendOutcome};
 
+use super::report::{self, Chase};
 use super::{
-    current, refuse_nested, view_of, Mutator, SafepointError, Safepoints, StopHow, StoppedThread,
-    IN_STOP, POLL_PENDING,
+    current, lock, refuse_nested, view_of, Mutator, SafepointError, Safepoints, StopHow,
+    StoppedThread, IN_OP, POLL_PENDING,
 };
 
 /// A handshake's operation.
-pub type HandshakeOp = Box<dyn for<'a> FnOnce(&StoppedThread<'a>) + Send>;
-
-const NONE: u32 = 0;
-const PENDING: u32 = 1;
-const TARGET: u32 = 2;
-const REQUESTER: u32 = 3;
+pub(crate) type HandshakeOp = Box<dyn for<'a> FnOnce(&StoppedThread<'a>) + Send>;
 
 struct Pending {
     op: HandshakeOp,
-    name: CString,
+    name: Arc<CStr>,
     stack: Range<usize>,
 }
 
 /// A thread's slot for a handshake operation.
 pub(crate) struct HandshakeSlot {
-    claim: AtomicU32,
-    done: AtomicBool,
     pending: Mutex<Option<Pending>>,
 }
 
 impl std::fmt::Debug for HandshakeSlot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HandshakeSlot")
-            .field("claim", &self.claim.load(Ordering::Relaxed))
-            .finish()
+        f.debug_struct("HandshakeSlot").finish_non_exhaustive()
     }
 }
 
 impl HandshakeSlot {
     pub(super) const fn new() -> HandshakeSlot {
         HandshakeSlot {
-            claim: AtomicU32::new(NONE),
-            done: AtomicBool::new(false),
             pending: Mutex::new(None),
         }
     }
 
     pub(super) fn reset(&self) {
-        self.claim.store(NONE, Ordering::SeqCst);
-        self.done.store(false, Ordering::SeqCst);
-        drop(self.lock().take());
+        drop(self.take());
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Pending>> {
-        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    fn take(&self) -> Option<Pending> {
+        lock(&self.pending).take()
     }
+}
 
-    /// The target took the operation (it runs, or ran, it itself).
-    pub(super) fn taken_by_target(&self) -> bool {
-        self.claim.load(Ordering::SeqCst) == TARGET
-    }
-
-    fn claim_for_requester(&self) -> bool {
-        match self
-            .claim
-            .compare_exchange(PENDING, REQUESTER, Ordering::SeqCst, Ordering::SeqCst)
-        {
-            Ok(_) => true,
-            Err(c) => c == REQUESTER,
-        }
-    }
+/// Runs `op` with `IN_OP` set (rtvm calls that would wait for this very operation are refused
+/// meanwhile), catching a panic.
+fn run_op(op: HandshakeOp, view: &StoppedThread<'_>) {
+    IN_OP.with(|c| c.set(true));
+    let _ = catch_unwind(AssertUnwindSafe(|| op(view)));
+    IN_OP.with(|c| c.set(false));
 }
 
 /// At a poll: runs a handshake operation waiting for this thread, if the thread claims it
 /// first — on its own stack, its registers spilled in its scan range.
 pub(super) fn run_if_claimed(m: &'static Mutator) {
-    if !m.record.held()
-        || m.slot
-            .claim
-            .compare_exchange(PENDING, TARGET, Ordering::SeqCst, Ordering::SeqCst)
-            .is_err()
-    {
+    let core = m.record.core();
+    if !protocol::target_claims(core) {
         return;
     }
-    let pending = m.slot.lock().take();
-    if let Some(p) = pending {
-        // The operation runs inside the closure: the spill lies in the scan range.
-        os::with_registers_spilled(|spill| {
-            let view = view_of(
-                m.id(),
-                m.record.tid(),
-                &p.name,
-                &p.stack,
-                StopHow::Poll,
-                spill.at,
-                None,
-                spill.regs,
-            );
-            IN_STOP.with(|c| c.set(true));
-            let _ = catch_unwind(AssertUnwindSafe(|| (p.op)(&view)));
-            IN_STOP.with(|c| c.set(false));
-        });
-    }
-    m.slot.done.store(true, Ordering::SeqCst);
-    os::notify_stopper();
+    let pending = m.slot.take();
+    protocol::run_own_handshake(os::the_world(), core, || {
+        if let Some(p) = pending {
+            // The operation runs inside the closure: the spill lies in the scan range.
+            os::with_registers_spilled(|spill| {
+                let view = view_of(
+                    m.id(),
+                    &m.record,
+                    &p.name,
+                    &p.stack,
+                    StopHow::Poll,
+                    Some((spill.at, spill.regs)),
+                );
+                run_op(p.op, &view);
+            });
+        }
+    });
 }
 
 impl Safepoints {
     /// Runs `op` for thread `id` while only that thread is stopped (see the module). Gives up
-    /// after `timeout` if the thread neither polls, nor is safe, nor takes the signal — unless
-    /// it already runs the operation, which is then waited for.
+    /// after `timeout` if the thread neither polls, nor is safe, nor could be stopped by the
+    /// signal — unless it already runs the operation, which is then waited for. With
+    /// `-XX:HandshakeTimeout` a handshake not done in that time ends the process instead,
+    /// naming the thread.
     pub(crate) fn handshake(
         &self,
         id: u64,
@@ -130,117 +105,152 @@ impl Safepoints {
     ) -> Result<(), SafepointError> {
         refuse_nested("handshake")?;
         let config = self.config();
-        let members = {
+        let fatal_after = config.handshake_timeout;
+        let begun = Instant::now();
+        let deadline = begun + timeout;
+        let _op = {
             let _wait = super::SafeWait::enter();
-            self.lock_members()
+            self.ops
+                .acquire_scoped(name, deadline)
+                .map_err(|holder| SafepointError::Busy {
+                    reason: name.to_owned(),
+                    holder,
+                    waited_ms: begun.elapsed().as_millis() as u64,
+                })?
         };
-        let member = members
+        let member = lock(&self.members)
             .iter()
             .find(|m| m.mutator.id() == id)
+            .cloned()
             .ok_or(SafepointError::NoSuchThread { id })?;
         let m = member.mutator;
-        let begun = Instant::now();
+        let core = m.record.core();
         if current().is_some_and(|me| std::ptr::eq(me, m)) {
             os::with_registers_spilled(|spill| {
-                let r = &m.record;
                 let view = view_of(
                     id,
-                    r.tid(),
+                    &m.record,
                     &member.name,
                     &member.stack,
                     StopHow::Poll,
-                    spill.at,
-                    None,
-                    spill.regs,
+                    Some((spill.at, spill.regs)),
                 );
-                op(&view);
+                run_op(op, &view);
             });
             log_handshake(name, false, begun);
             return Ok(());
         }
-        *m.slot.lock() = Some(Pending {
+        if config.signals {
+            os::code::refresh();
+        }
+        *lock(&m.slot.pending) = Some(Pending {
             op,
-            name: member.name.clone(),
+            name: Arc::clone(&member.name),
             stack: member.stack.clone(),
         });
-        m.slot.done.store(false, Ordering::SeqCst);
-        m.slot.claim.store(PENDING, Ordering::SeqCst);
-        m.record.set_hold(true);
-        m.record.arm_poll(true);
-        POLL_PENDING.fetch_add(1, Ordering::SeqCst);
-        IN_STOP.with(|c| c.set(true));
-        let deadline = begun + timeout;
-        let grace = begun + config.grace;
-        let mut signaled = false;
+        protocol::offer_handshake(core);
+        POLL_PENDING.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let mut chase = Chase::new(0, begun + config.grace);
         let mut by_requester = false;
         let result = loop {
             let seen = os::arrivals();
             let now = Instant::now();
-            if m.slot.taken_by_target() {
-                if m.slot.done.load(Ordering::SeqCst) {
+            if let Some(limit) = fatal_after {
+                if now >= begun + limit {
+                    handshake_timeout(name, &member.name.to_string_lossy(), &m.record, &chase);
+                }
+            }
+            let (claimed, done) = protocol::target_progress(core);
+            if claimed {
+                if done {
                     break Ok(());
                 }
             } else {
                 let state = m.record.state();
                 if state == os::FINISHED {
-                    if m.slot.claim_for_requester() {
+                    if protocol::requester_claims(core) {
                         break Err(SafepointError::NoSuchThread { id });
                     }
                     continue;
                 }
                 if state != os::RUNNING {
-                    if m.slot.claim_for_requester() {
-                        let pending = m.slot.lock().take();
-                        if let Some(p) = pending {
+                    if protocol::requester_claims(core) {
+                        if let Some(p) = m.slot.take() {
                             let view = member.view(StopHow::of(state));
-                            let _ = catch_unwind(AssertUnwindSafe(|| (p.op)(&view)));
+                            run_op(p.op, &view);
                         }
                         by_requester = true;
                         break Ok(());
                     }
                     continue;
                 }
-                if config.signals && !signaled && now >= grace && m.slot.claim_for_requester() {
-                    let _ = os::send_stop_signal(m.record.tid());
-                    signaled = true;
+                if config.signals && now >= chase.next {
+                    match os::send_stop_signal(&m.record) {
+                        SendOutcome::Sent => {
+                            chase.sent += 1;
+                            chase.next = now + chase.backoff;
+                            chase.backoff = (chase.backoff * 2).min(Duration::from_millis(1));
+                        }
+                        SendOutcome::Outstanding => chase.next = now + chase.backoff,
+                        SendOutcome::Failed(e) => {
+                            chase.failed = Some(e);
+                            chase.next = now + Duration::from_millis(1);
+                        }
+                    }
                 }
-                if now >= deadline && m.slot.claim_for_requester() {
+                if now >= deadline && protocol::requester_claims(core) {
                     break Err(SafepointError::Timeout {
                         reason: name.to_owned(),
                         waited_ms: begun.elapsed().as_millis() as u64,
-                        stragglers: vec![format!(
-                            "\"{}\" (tid {})",
-                            member.name.to_string_lossy(),
-                            m.record.tid()
+                        stragglers: vec![report::describe(
+                            &member.name.to_string_lossy(),
+                            &m.record,
+                            Some(&chase),
                         )],
                         signals: config.signals,
                     });
                 }
             }
-            let next = if config.signals && !signaled {
-                grace.min(deadline)
-            } else {
-                deadline
-            };
+            let mut next = deadline;
+            if config.signals && !claimed {
+                next = next.min(chase.next);
+            }
+            if let Some(limit) = fatal_after {
+                next = next.min(begun + limit);
+            }
             let wait = next
                 .saturating_duration_since(now)
-                .clamp(Duration::from_micros(50), Duration::from_millis(10));
+                .clamp(Duration::from_micros(20), Duration::from_millis(10));
             os::wait_for_arrivals(seen, wait);
         };
-        IN_STOP.with(|c| c.set(false));
-        m.record.set_hold(false);
-        m.record.arm_poll(false);
-        POLL_PENDING.fetch_sub(1, Ordering::SeqCst);
+        protocol::end_handshake(core);
+        POLL_PENDING.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
         // What was not run (a timeout) is dropped here, after the thread was let go.
-        let leftover = m.slot.lock().take();
-        m.slot.claim.store(NONE, Ordering::SeqCst);
-        drop(members);
-        drop(leftover);
+        drop(m.slot.take());
         if result.is_ok() {
             log_handshake(name, by_requester, begun);
         }
         result
     }
+}
+
+/// `-XX:HandshakeTimeout`: HotSpot's words for a handshake that did not complete in time,
+/// then a fatal error.
+fn handshake_timeout(
+    name: &str,
+    thread: &str,
+    record: &rtvm_os_linux::safepoint::StopRecord,
+    chase: &Chase,
+) -> ! {
+    log::error!(target: "handshake", "Handshake timeout: {name}, pending threads: 1");
+    log::error!(
+        target: "handshake",
+        "Thread \"{thread}\" (tid {}) has not cleared handshake op: {name} ({})",
+        record.tid(),
+        report::kernel_view(record, Some(chase))
+    );
+    log::logger().flush();
+    report::fatal("Handshake timeout", Some(record.tid()))
 }
 
 fn log_handshake(name: &str, by_requester: bool, begun: Instant) {

@@ -5,30 +5,46 @@
 //! Every VM thread the embedder runs code on (started with [`VmHandle::spawn`] or attached) is
 //! a *mutator* with a record ([`pool`]): running, in a safe region, stopped, or finished (the
 //! states and the one check that makes them safe are the OS layer's,
-//! [`rtvm_os_linux::safepoint`]). rtvm's own threads — the worker gang, the dispatcher, the
-//! attach listener, the trimmer — run only rtvm's code, never touch the embedder's objects and
-//! are not stopped.
+//! [`rtvm_os_linux::safepoint::protocol`]). rtvm's own threads — the worker gang, the
+//! dispatcher, the attach listener, the trimmer — and the collector's threads
+//! ([`ThreadKind::Collector`](crate::ThreadKind::Collector)) are not mutators: they are never
+//! stopped and may run, and allocate, while the world is stopped.
+//!
+//! **Where the signal stops a thread.** A thread that neither polls nor is in a safe region
+//! is stopped by the stop signal, but only where it holds no process-wide lock: not inside the
+//! C library, the dynamic linker or the other system objects the OS layer lists
+//! ([`rtvm_os_linux::safepoint::code`]), nor inside a no-stop section ([`NoAsyncStop`]) — every
+//! lock rtvm itself takes on a mutator is held inside one. Elsewhere the handler returns and
+//! the stopper asks again a little later, as Go's asynchronous preemption does. So a thread is
+//! never stopped holding `malloc`'s arena lock, stdio's or the loader's: a stopper, a callback
+//! and the collector's threads may allocate while the world is stopped.
 //!
 //! | file | what |
 //! | --- | --- |
 //! | `pool` | records, pooled for the life of the process |
-//! | `stop` | [`WorldStopped`]: arm, wait, signal the stragglers, resume; `-Xlog:safepoint` |
+//! | `ops` | the one-at-a-time lock of stops and handshakes, which any thread may release |
+//! | `stop` | [`WorldStopped`]: arm, wait, signal the stragglers (again), resume; `-Xlog:safepoint` |
+//! | `report` | the stragglers as the kernel sees them (`/proc`): state, system call, signals |
 //! | `handshake` | one thread at a time: run by it at its poll, or for it while it is safe |
+//! | `stress` | `-XX:+SafepointALot`, `-XX:+HandshakeALot`: stops and handshakes that verify |
 //!
 //! [`VmHandle::spawn`]: crate::VmHandle::spawn
 
 mod handshake;
+mod ops;
 mod pool;
+mod report;
 mod stop;
+pub(crate) mod stress;
 
 use std::cell::Cell;
-use std::ffi::CString;
+use std::ffi::CStr;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use rtvm_os_linux::safepoint::{self as os, SAVED_REGISTERS};
+use rtvm_os_linux::safepoint::{self as os, OtherStack, StopRecord, SAVED_REGISTERS};
 
 pub(crate) use pool::Mutator;
 pub use stop::WorldStopped;
@@ -40,13 +56,14 @@ pub(crate) static POLL_PENDING: AtomicU32 = AtomicU32::new(0);
 thread_local! {
     /// The calling thread's mutator record. Plain data, no destructor.
     static MUTATOR: Cell<Option<&'static Mutator>> = const { Cell::new(None) };
-    /// The calling thread holds the world stopped, or runs a handshake for another thread.
-    static IN_STOP: Cell<bool> = const { Cell::new(false) };
+    /// The calling thread runs a handshake operation.
+    static IN_OP: Cell<bool> = const { Cell::new(false) };
 }
 
 /// The poll, for loop back-edges and other places a mutator may stop: one thread-local load
 /// and one load of the thread's poll word; it takes the slow path only while a stop or a
-/// handshake for this thread is pending. Does nothing on a thread rtvm does not know.
+/// handshake for this thread is pending. Does nothing on a thread rtvm does not know; inside
+/// a safe region it leaves the thread safe.
 #[inline]
 pub fn safepoint_poll() {
     if let Some(m) = MUTATOR.with(Cell::get) {
@@ -60,8 +77,111 @@ pub fn safepoint_poll() {
 #[inline(never)]
 fn poll_slow(m: &'static Mutator) {
     handshake::run_if_claimed(m);
-    if os::must_stop(&m.record) && !m.slot.taken_by_target() {
+    if os::must_stop(&m.record) {
         os::stop_here(&m.record);
+    }
+}
+
+/// A section of a mutator's code the stop signal does not stop it in
+/// (`rtvm_async_stop_disable`/`_enable` in C): the thread may be running code that holds a
+/// lock a collector needs while the world is stopped, or that has allocated an object a
+/// conservative scan cannot see yet (between the allocation and the metadata that marks it).
+/// A stop that finds the thread inside waits for its end, where the thread stops as at a
+/// poll. Sections nest; they cost two thread-local accesses. rtvm's own locks are held inside
+/// one. Keep them short: a stop waits for them. Nothing on a thread that is not a mutator.
+/// Not `Send`: the thread that entered leaves.
+#[derive(Debug)]
+#[must_use = "the section ends when the guard is dropped"]
+pub struct NoAsyncStop {
+    record: Option<&'static StopRecord>,
+    _not_send: std::marker::PhantomData<*const ()>,
+}
+
+impl NoAsyncStop {
+    /// Enters a no-stop section on the calling thread.
+    #[inline]
+    pub fn enter() -> NoAsyncStop {
+        let record = os::current();
+        if let Some(r) = record {
+            os::no_stop_enter(r);
+        }
+        NoAsyncStop {
+            record,
+            _not_send: std::marker::PhantomData,
+        }
+    }
+}
+
+impl Drop for NoAsyncStop {
+    #[inline]
+    fn drop(&mut self) {
+        if let Some(r) = self.record {
+            os::no_stop_exit(r);
+        }
+    }
+}
+
+pub use rtvm_os_linux::safepoint::code::{CodeError, CodeKind};
+
+/// Declares the code in `range` (process-wide, for every VM): [`CodeKind::NoStop`] for code
+/// of the embedder's that may hold a lock a collector needs while the world is stopped (a
+/// statically linked allocator, a runtime's own locks) — the stop signal never stops a thread
+/// there; [`CodeKind::Stoppable`] for code that must be stoppable although it lies among
+/// no-stop code (a declaration wins over the system objects rtvm finds itself: the C
+/// library, the dynamic linker, the unwinder, libstdc++, known allocators, rtvm as a shared
+/// object). Declaring the same range again replaces its kind.
+pub fn declare_code(range: Range<usize>, kind: CodeKind) -> Result<(), CodeError> {
+    os::code::declare(range, kind)
+}
+
+/// Forgets a range declared with [`declare_code`] (code unloaded, JIT code freed). Returns
+/// whether it was declared.
+pub fn forget_code(range: Range<usize>) -> bool {
+    os::code::forget(range)
+}
+
+/// A mutex guard held inside a no-stop section: how rtvm takes its own locks on paths a
+/// mutator runs (a stopper or a collector may need the same lock while the world is
+/// stopped). Poisoning is ignored (the data is consistent between statements).
+pub(crate) struct Locked<'a, T> {
+    guard: MutexGuard<'a, T>,
+    _no_stop: NoAsyncStop,
+}
+
+impl<T> std::ops::Deref for Locked<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.guard
+    }
+}
+
+impl<T> std::ops::DerefMut for Locked<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        &mut self.guard
+    }
+}
+
+impl<'a, T> Locked<'a, T> {
+    /// Hands the guard to `f` (a wait on a condition variable) and takes back what it returns;
+    /// the no-stop section stays entered. A mutator waits so only inside a safe region.
+    pub(crate) fn map_guard(
+        self,
+        f: impl FnOnce(MutexGuard<'a, T>) -> MutexGuard<'a, T>,
+    ) -> Locked<'a, T> {
+        let Locked { guard, _no_stop } = self;
+        Locked {
+            guard: f(guard),
+            _no_stop,
+        }
+    }
+}
+
+/// Locks `m` inside a no-stop section (see [`Locked`]).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> Locked<'_, T> {
+    let no_stop = NoAsyncStop::enter();
+    Locked {
+        guard: m.lock().unwrap_or_else(|p| p.into_inner()),
+        _no_stop: no_stop,
     }
 }
 
@@ -96,15 +216,39 @@ impl StopHow {
     }
 }
 
+/// The stack a stopped thread was found on when it was not its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum StackKind {
+    /// Its alternate signal stack (inside an `SA_ONSTACK` handler).
+    SignalStack,
+    /// A stack it declared ([`VmHandle::set_current_fiber`](crate::VmHandle::set_current_fiber)).
+    Fiber,
+    /// A stack nobody declared: the mapping that holds its stack pointer, from there up.
+    Unknown,
+}
+
+impl StackKind {
+    /// The C code (`RTVM_STACK_SIGNAL`, `_FIBER`, `_UNKNOWN`; 0 for none).
+    pub fn code(self) -> i32 {
+        match self {
+            StackKind::SignalStack => 1,
+            StackKind::Fiber => 2,
+            StackKind::Unknown => 3,
+        }
+    }
+}
+
 /// A stopped (or safe) thread, as a collector needs it.
 #[derive(Clone, Debug)]
 pub struct StoppedThread<'a> {
+    record: &'static StopRecord,
     id: u64,
     tid: i32,
-    name: &'a CString,
+    name: &'a CStr,
     how: StopHow,
     scan: Range<usize>,
-    alt_stack: Option<Range<usize>>,
+    other: Option<(Range<usize>, StackKind)>,
     registers: [usize; SAVED_REGISTERS],
     stack: Range<usize>,
 }
@@ -125,7 +269,7 @@ impl StoppedThread<'_> {
         self.name.to_str().unwrap_or("?")
     }
 
-    pub(crate) fn c_name(&self) -> &std::ffi::CStr {
+    pub(crate) fn c_name(&self) -> &CStr {
         self.name
     }
 
@@ -134,19 +278,34 @@ impl StoppedThread<'_> {
         self.how
     }
 
-    /// The conservative scan range `[sp, base)`: for a thread stopped at a poll or by the
-    /// signal it holds every value the thread had in a register too; for a thread in a safe
-    /// region it starts where the region was entered (the registers it had then are
-    /// [`registers`](Self::registers)). Empty for a thread that has not begun its body. A
-    /// thread found on its signal stack is scanned over its whole usable stack (where it was
-    /// interrupted is not known) and [`alt_stack`](Self::alt_stack) says where it is.
+    /// The conservative scan range on the thread's own stack, `[sp, base)`: for a thread
+    /// stopped at a poll or by the signal it holds every value the thread had in a register
+    /// too; for a thread in a safe region it starts where the region was entered (the
+    /// registers it had then are [`registers`](Self::registers)). Empty for a thread that has
+    /// not begun its body. A thread found on another stack ([`other_stack`](Self::other_stack))
+    /// is scanned over its whole usable stack here (where it left it is not known).
     pub fn scan(&self) -> Range<usize> {
         self.scan.clone()
     }
 
-    /// The part of the alternate signal stack in use, `[sp, end)`, if the thread was on it.
+    /// The part in use of the stack the thread was found on, `[sp, end)`, and what that stack
+    /// is — when it is not the thread's own: its alternate signal stack, a fiber it declared,
+    /// or an unknown stack (the readable mapping that holds its stack pointer). Scan it too.
+    pub fn other_stack(&self) -> Option<(Range<usize>, StackKind)> {
+        self.other.clone()
+    }
+
+    /// The part in use of the alternate signal stack, `[sp, end)`, if the thread was on it.
     pub fn alt_stack(&self) -> Option<Range<usize>> {
-        self.alt_stack.clone()
+        match &self.other {
+            Some((r, StackKind::SignalStack)) => Some(r.clone()),
+            _ => None,
+        }
+    }
+
+    /// Every range to scan: [`scan`](Self::scan) and, if any, the other stack's part.
+    pub fn scan_ranges(&self) -> impl Iterator<Item = Range<usize>> + '_ {
+        std::iter::once(self.scan.clone()).chain(self.other.iter().map(|(r, _)| r.clone()))
     }
 
     /// The callee-saved registers as published (x86-64: rbx, rbp, r12–r15; aarch64:
@@ -159,27 +318,47 @@ impl StoppedThread<'_> {
     pub fn stack(&self) -> Range<usize> {
         self.stack.clone()
     }
+
+    /// Whether the thread is running now (a verification's question: never, while stopped).
+    pub(crate) fn state_running(&self) -> bool {
+        self.record.state() == os::RUNNING
+    }
+}
+
+/// `t` as its record says now (a verification reads it twice).
+pub(crate) fn view_again<'a>(t: &StoppedThread<'a>) -> StoppedThread<'a> {
+    view_of(t.id, t.record, t.name, &t.stack, t.how, None)
 }
 
 /// Why a stop or a handshake did not happen.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum SafepointError {
-    /// Threads neither polled, nor entered a safe region, nor took the signal in time; the
-    /// world was let go.
-    #[error("Safepoint \"{reason}\": timed out after {waited_ms} ms while spinning to reach a safepoint; threads which did not reach the safepoint: {}{}", stragglers.join(", "), if *signals { "" } else { " (no signal fallback: -Xrs, or the stop signal could not be installed; only polls and safe regions stop threads)" })]
+    /// Threads neither polled, nor entered a safe region, nor took the signal where it may
+    /// stop them, in time; the world was let go.
+    #[error("Safepoint \"{reason}\": timed out after {waited_ms} ms while spinning to reach a safepoint; threads which did not reach the safepoint: {}{}", stragglers.join("; "), if *signals { "" } else { " (no signal fallback: -Xrs, or the stop signal could not be installed; only polls and safe regions stop threads)" })]
     Timeout {
         /// The stop's reason.
         reason: String,
         /// How long it waited.
         waited_ms: u64,
-        /// `"name" (tid N)` of each thread that did not stop.
+        /// Each thread that did not stop: `"name" (tid N): ` and what the kernel says of it.
         stragglers: Vec<String>,
         /// Whether the signal fallback was available.
         signals: bool,
     },
-    /// Called while this thread holds the world stopped (its callback, or before the
-    /// `WorldStopped` is dropped), or from inside a handshake operation.
+    /// Another stop of the world or handshake held the VM for the whole timeout.
+    #[error("Safepoint \"{reason}\": another stop of the world or handshake (\"{holder}\") held the VM for {waited_ms} ms")]
+    Busy {
+        /// The refused stop's reason.
+        reason: String,
+        /// The reason of the stop or handshake that held it.
+        holder: String,
+        /// How long it waited.
+        waited_ms: u64,
+    },
+    /// Called while this thread holds the world stopped (it began a stop not yet ended), or
+    /// from inside a handshake operation.
     #[error(
         "{what}: called while this thread holds the world stopped or runs a handshake operation"
     )]
@@ -203,56 +382,63 @@ pub enum SafepointError {
 }
 
 /// A thread's facts, kept with its record while it is a member.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct Member {
     pub(crate) mutator: &'static Mutator,
-    pub(crate) name: CString,
+    pub(crate) name: Arc<CStr>,
     pub(crate) stack: Range<usize>,
 }
 
 impl Member {
     fn view(&self, how: StopHow) -> StoppedThread<'_> {
-        let r = &self.mutator.record;
         view_of(
             self.mutator.id(),
-            r.tid(),
+            &self.mutator.record,
             &self.name,
             &self.stack,
             how,
-            r.sp(),
-            r.alt_stack(),
-            r.registers(),
+            None,
         )
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+/// The view of a thread: what its record published, or `published` (a spill taken just now
+/// by the thread itself: `(sp, registers)`, on its own stack).
 fn view_of<'a>(
     id: u64,
-    tid: i32,
-    name: &'a CString,
+    record: &'static StopRecord,
+    name: &'a CStr,
     stack: &Range<usize>,
     how: StopHow,
-    sp: usize,
-    alt: Option<(usize, usize)>,
-    registers: [usize; SAVED_REGISTERS],
+    published: Option<(usize, [usize; SAVED_REGISTERS])>,
 ) -> StoppedThread<'a> {
+    let (sp, other, registers) = match published {
+        Some((sp, regs)) => (sp, None, regs),
+        None => (record.sp(), record.other_stack(), record.registers()),
+    };
+    let tid = record.tid();
     // A published address may be that of a byte: scan from the word it lies in.
     let sp = sp & !(std::mem::size_of::<usize>() - 1);
-    let (scan, alt_stack) = match alt {
-        Some((_, end)) => (stack.clone(), Some(sp..end)),
+    let (scan, other) = match other {
+        Some(OtherStack::SignalStack(_, end)) => {
+            (stack.clone(), Some((sp..end, StackKind::SignalStack)))
+        }
+        Some(OtherStack::Fiber(_, end)) => (stack.clone(), Some((sp..end, StackKind::Fiber))),
         None if sp == 0 => (stack.end..stack.end, None),
         None if stack.contains(&sp) => (sp..stack.end, None),
-        // On a stack rtvm does not know (a fiber): the whole known stack, conservatively.
-        None => (stack.clone(), None),
+        Some(OtherStack::Unknown) | None => {
+            let end = rtvm_os_linux::procfs::readable_mapping_end(sp).unwrap_or(sp);
+            (stack.clone(), Some((sp..end, StackKind::Unknown)))
+        }
     };
     StoppedThread {
+        record,
         id,
         tid,
         name,
         how,
         scan,
-        alt_stack,
+        other,
         registers,
         stack: stack.clone(),
     }
@@ -268,46 +454,54 @@ pub(crate) struct SafepointConfig {
     pub(crate) grace: Duration,
     /// `-XX:+SafepointTimeout`: report the stragglers after this long.
     pub(crate) report_after: Option<Duration>,
+    /// `-XX:+AbortVMOnSafepointTimeout`: a reported straggler aborts the process.
+    pub(crate) abort_on_timeout: bool,
+    /// `-XX:HandshakeTimeout`: a handshake not done after this long is a fatal error.
+    pub(crate) handshake_timeout: Option<Duration>,
 }
 
 /// A VM's mutators and its stops.
 #[derive(Debug)]
 pub(crate) struct Safepoints {
-    /// The members. Held by a stopper (and a handshake) for the whole operation: no thread
-    /// joins or leaves meanwhile, and one operation runs at a time.
+    /// One stop or handshake at a time; the members change only under it.
+    ops: ops::OpLock,
+    /// The members (changed and read only by the holder of `ops`).
     members: Mutex<Vec<Member>>,
     config: Mutex<SafepointConfig>,
     last_end: Mutex<Option<Instant>>,
+    /// Ids of threads a stop found gone without finishing (`ESRCH`): the registry forgets them.
+    vanished: Mutex<Vec<u64>>,
 }
 
 impl Safepoints {
     pub(crate) fn new() -> Safepoints {
         Safepoints {
+            ops: ops::OpLock::new(),
             members: Mutex::new(Vec::new()),
             config: Mutex::new(SafepointConfig {
                 signals: false,
                 grace: Duration::from_micros(200),
                 report_after: None,
+                abort_on_timeout: false,
+                handshake_timeout: None,
             }),
             last_end: Mutex::new(None),
+            vanished: Mutex::new(Vec::new()),
         }
     }
 
     /// Sets how stops behave (at VM creation).
     pub(crate) fn configure(&self, config: SafepointConfig) {
-        *self.config.lock().unwrap_or_else(|p| p.into_inner()) = config;
+        *lock(&self.config) = config;
     }
 
     fn config(&self) -> SafepointConfig {
-        *self.config.lock().unwrap_or_else(|p| p.into_inner())
+        *lock(&self.config)
     }
 
-    fn lock_members(&self) -> MutexGuard<'_, Vec<Member>> {
-        self.members.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Makes thread `id` a mutator (in a safe region until it leaves it). Waits while the
-    /// world is stopped (in a safe region itself, if the caller is a mutator).
+    /// Makes thread `id` a mutator (in a safe region until it leaves it) on `stack`. Waits
+    /// while a stop or a handshake is under way (in a safe region itself, if the caller is a
+    /// mutator).
     pub(crate) fn register(
         &self,
         id: u64,
@@ -315,46 +509,68 @@ impl Safepoints {
         stack: Range<usize>,
     ) -> Result<&'static Mutator, SafepointError> {
         refuse_nested("starting or attaching a thread")?;
-        let m = pool::take(id);
-        let name = CString::new(name.replace('\0', "?")).unwrap_or_default();
+        let m = pool::take(id, stack.clone());
+        let name: Arc<CStr> = std::ffi::CString::new(name.replace('\0', "?"))
+            .unwrap_or_default()
+            .into();
         let _wait = SafeWait::enter();
-        let mut members = self.lock_members();
+        let _op = self.ops.acquire_forever("register");
+        let mut members = lock(&self.members);
         m.index.store(members.len(), Ordering::Relaxed);
         members.push(Member {
             mutator: m,
             name,
             stack,
         });
+        drop(members);
         Ok(m)
     }
 
-    /// Forgets a mutator whose thread is gone (or detached, [`finish`]ed). Waits while the
-    /// world is stopped.
+    /// Forgets a mutator whose thread is gone (or detached, [`finish`]ed). Waits while a
+    /// stop or a handshake is under way.
     pub(crate) fn unregister(&self, m: &'static Mutator) {
         let _wait = SafeWait::enter();
-        let mut members = self.lock_members();
+        let _op = self.ops.acquire_forever("unregister");
+        self.remove_member(m);
+    }
+
+    /// Removes `m` from the members (the caller holds the op lock).
+    fn remove_member(&self, m: &'static Mutator) {
+        let mut members = lock(&self.members);
         let i = m.index.load(Ordering::Relaxed);
         if members.get(i).is_some_and(|x| std::ptr::eq(x.mutator, m)) {
-            members.swap_remove(i);
+            let gone = members.swap_remove(i);
             if let Some(moved) = members.get(i) {
                 moved.mutator.index.store(i, Ordering::Relaxed);
             }
             drop(members);
+            drop(gone);
             pool::give_back(m);
         }
+    }
+
+    /// The ids of threads stops found gone without finishing, taken once.
+    pub(crate) fn take_vanished(&self) -> Vec<u64> {
+        std::mem::take(&mut *lock(&self.vanished))
+    }
+
+    /// The VM thread ids of the mutators now.
+    pub(crate) fn member_ids(&self) -> Vec<u64> {
+        lock(&self.members).iter().map(|m| m.mutator.id()).collect()
     }
 }
 
 fn refuse_nested(what: &str) -> Result<(), SafepointError> {
-    if IN_STOP.with(Cell::get) {
+    if in_stop() {
         return Err(SafepointError::Nested { what: what.into() });
     }
     Ok(())
 }
 
-/// Whether the calling thread holds the world stopped (or runs a handshake operation).
+/// Whether the calling thread holds the world stopped (it began a stop that has not ended)
+/// or runs a handshake operation.
 pub(crate) fn in_stop() -> bool {
-    IN_STOP.with(Cell::get)
+    IN_OP.with(Cell::get) || ops::held_by_caller()
 }
 
 /// Makes `m` the calling thread's record (it starts in a safe region).
@@ -428,6 +644,19 @@ pub(crate) fn leave_current() -> bool {
         os::leave_safe(&m.record);
     }
     true
+}
+
+/// Declares that the calling mutator now runs on the stack `[lo, hi)` (a fiber or coroutine
+/// of the embedder's), or on its own again (`None`): a stop then reports that stack's part in
+/// use besides the thread's own. `false` on a thread that is not a mutator.
+pub(crate) fn set_current_fiber(stack: Option<Range<usize>>) -> bool {
+    match current() {
+        Some(m) => {
+            m.record.set_fiber(stack);
+            true
+        }
+        None => false,
+    }
 }
 
 /// One of rtvm's own waits, made a safe region for a calling mutator (nothing for other

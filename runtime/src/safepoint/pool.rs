@@ -5,6 +5,7 @@
 //! to the pool when the thread is forgotten and serves the next one. They are allocated 64 at
 //! a time, so a stopper walking 10,000 threads reads memory that lies together.
 
+use std::ops::Range;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
@@ -48,10 +49,10 @@ const CHUNK: usize = 64;
 
 static FREE: Mutex<Vec<&'static Mutator>> = Mutex::new(Vec::new());
 
-/// A fresh record for thread `id` ([`SAFE`](rtvm_os_linux::safepoint::SAFE), nothing
-/// published).
-pub(super) fn take(id: u64) -> &'static Mutator {
-    let mut free = FREE.lock().unwrap_or_else(|p| p.into_inner());
+/// A fresh record for thread `id` on `stack` ([`SAFE`](rtvm_os_linux::safepoint::SAFE),
+/// nothing published).
+pub(super) fn take(id: u64, stack: Range<usize>) -> &'static Mutator {
+    let mut free = super::lock(&FREE);
     if free.is_empty() {
         let chunk: &'static [Mutator; CHUNK] =
             Box::leak(Box::new([const { Mutator::new() }; CHUNK]));
@@ -59,7 +60,7 @@ pub(super) fn take(id: u64) -> &'static Mutator {
     }
     let m = free.pop().expect("a chunk was just added");
     drop(free);
-    m.record.reset(0);
+    m.record.reset(0, stack);
     m.slot.reset();
     m.id.store(id, Ordering::Relaxed);
     m.depth.store(0, Ordering::Relaxed);
@@ -68,5 +69,5 @@ pub(super) fn take(id: u64) -> &'static Mutator {
 
 /// Returns a record whose thread is forgotten.
 pub(super) fn give_back(m: &'static Mutator) {
-    FREE.lock().unwrap_or_else(|p| p.into_inner()).push(m);
+    super::lock(&FREE).push(m);
 }

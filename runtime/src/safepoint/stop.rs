@@ -1,28 +1,35 @@
 //! Stopping the world: arm every mutator's poll, count those already safe, wait for the rest
-//! to poll or enter a safe region, signal those that do neither within the grace period, and
-//! hand the collector every thread's scan range. Dropping [`WorldStopped`] resumes them all
-//! with one wake-up.
+//! to poll or enter a safe region, send the stop signal to those that do neither within the
+//! grace period — again, a little later, to those it found where it may not stop them — and
+//! hand the collector every thread's scan range. Dropping [`WorldStopped`], on any thread,
+//! resumes them all with one wake-up.
 
 use std::sync::atomic::Ordering;
-use std::sync::MutexGuard;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rtvm_os_linux::safepoint as os;
+use rtvm_os_linux::safepoint::{self as os, SendOutcome};
+use rtvm_os_linux::Errno;
 
+use super::report::{self, Chase};
 use super::{
-    current, refuse_nested, Member, Mutator, SafepointError, Safepoints, StopHow, StoppedThread,
-    IN_STOP, POLL_PENDING,
+    current, lock, refuse_nested, Member, Mutator, SafepointError, Safepoints, StopHow,
+    StoppedThread, POLL_PENDING,
 };
 
 /// The world, stopped ([`VmHandle::stop_the_world`](crate::VmHandle::stop_the_world)): every
 /// other mutator is at a poll, in a safe region or in the stop signal's handler, and stays
-/// there until this is dropped. Not `Send`: the thread that stopped the world resumes it.
+/// there until this is dropped — on this thread or any other (`Send`: a collector stops the
+/// world on one of its threads and resumes it from another).
 #[must_use = "the world resumes when this is dropped"]
-pub struct WorldStopped<'v> {
-    members: MutexGuard<'v, Vec<Member>>,
+pub struct WorldStopped {
+    owner: Arc<Safepoints>,
+    /// The members when the stop began (none joins or leaves until it ends).
+    members: Vec<Member>,
     /// Indices of the stopped members (the caller and finished threads left out).
     stopped: Vec<usize>,
-    owner: &'v Safepoints,
+    /// Members found gone without finishing (`ESRCH`): forgotten when the world resumes.
+    vanished: Vec<usize>,
     me: Option<&'static Mutator>,
     reason: String,
     begun: Instant,
@@ -31,15 +38,10 @@ pub struct WorldStopped<'v> {
     since_last: Option<Duration>,
     /// Given up (a timeout): resumed without a safepoint line.
     aborted: bool,
-    /// `-XX:+SafepointTimeout`: the members still running when the delay passed, reported
-    /// once the world resumed (logging while threads may be stopped inside the logger or
-    /// malloc could wait for them forever).
-    late: Vec<usize>,
     resumed: bool,
-    _not_send: std::marker::PhantomData<*const ()>,
 }
 
-impl std::fmt::Debug for WorldStopped<'_> {
+impl std::fmt::Debug for WorldStopped {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WorldStopped")
             .field("reason", &self.reason)
@@ -48,7 +50,7 @@ impl std::fmt::Debug for WorldStopped<'_> {
     }
 }
 
-impl WorldStopped<'_> {
+impl WorldStopped {
     /// Every stopped thread, in no particular order.
     pub fn threads(&self) -> impl ExactSizeIterator<Item = StoppedThread<'_>> + '_ {
         self.stopped.iter().map(|&i| {
@@ -76,17 +78,20 @@ impl WorldStopped<'_> {
     pub fn reason(&self) -> &str {
         &self.reason
     }
-}
 
-impl WorldStopped<'_> {
+    /// Resumes the world now (what dropping it does).
+    pub fn resume(mut self) {
+        self.let_go();
+    }
+
     /// Lets every thread go (once).
-    fn resume(&mut self) {
+    fn let_go(&mut self) {
         if self.resumed {
             return;
         }
         self.resumed = true;
         let at = self.begun.elapsed();
-        for m in self.members.iter() {
+        for m in &self.members {
             m.mutator.record.arm_poll(false);
         }
         POLL_PENDING.fetch_sub(1, Ordering::SeqCst);
@@ -94,19 +99,23 @@ impl WorldStopped<'_> {
         if let Some(me) = self.me {
             me.record.set_exempt(false);
         }
-        IN_STOP.with(|c| c.set(false));
-        let total = self.begun.elapsed();
-        if !self.late.is_empty() {
-            report_stragglers(&self.members, &self.late);
+        for &i in &self.vanished {
+            let m = &self.members[i];
+            log::warn!(
+                target: "safepoint",
+                "Thread \"{}\" (tid {}) is gone without having detached from the VM (tgkill: ESRCH); it is forgotten",
+                m.name.to_string_lossy(),
+                m.mutator.record.tid()
+            );
+            lock(&self.owner.vanished).push(m.mutator.id());
+            self.owner.remove_member(m.mutator);
         }
+        self.owner.ops.release();
+        let total = self.begun.elapsed();
         if self.aborted {
             return;
         }
-        *self
-            .owner
-            .last_end
-            .lock()
-            .unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+        *lock(&self.owner.last_end) = Some(Instant::now());
         log::info!(
             target: "safepoint",
             "Safepoint \"{}\", Time since last: {} ns, Reaching safepoint: {} ns, Cleanup: {} ns, At safepoint: {} ns, Total: {} ns",
@@ -120,32 +129,32 @@ impl WorldStopped<'_> {
     }
 }
 
-impl Drop for WorldStopped<'_> {
+impl Drop for WorldStopped {
     fn drop(&mut self) {
-        self.resume();
+        self.let_go();
+    }
+}
+
+/// The next wait before the stop signal is sent to a thread again, after `backoff`: it
+/// doubles up to 1 ms, and grows to 50 ms for a thread found blocked in a system call
+/// outside a safe region (each signal would interrupt its call again).
+fn next_backoff(backoff: Duration, in_syscall: bool) -> Duration {
+    if in_syscall {
+        (backoff * 4).clamp(Duration::from_millis(5), Duration::from_millis(50))
+    } else {
+        (backoff * 2).min(Duration::from_millis(1))
     }
 }
 
 impl Safepoints {
     /// Stops every other mutator (see [`WorldStopped`]), or gives up after `timeout` naming
-    /// the threads that did not stop (the world is let go then).
+    /// the threads that did not stop (the world is let go then). Waiting for another stop or
+    /// handshake to end counts against `timeout`.
     pub(crate) fn stop_the_world(
-        &self,
+        self: &Arc<Self>,
         reason: &str,
         timeout: Duration,
-    ) -> Result<WorldStopped<'_>, SafepointError> {
-        self.stop_reserving(reason, timeout, &mut |_| {})
-    }
-
-    /// [`stop_the_world`](Self::stop_the_world), calling `reserve(n)` with the number of
-    /// threads to stop before any is stopped: what the caller will need while the world is
-    /// stopped is allocated then.
-    pub(crate) fn stop_reserving(
-        &self,
-        reason: &str,
-        timeout: Duration,
-        reserve: &mut dyn FnMut(usize),
-    ) -> Result<WorldStopped<'_>, SafepointError> {
+    ) -> Result<WorldStopped, SafepointError> {
         refuse_nested("stop_the_world")?;
         let me = current();
         if let Some(me) = me {
@@ -156,101 +165,99 @@ impl Safepoints {
             }
         }
         let config = self.config();
+        let asked = Instant::now();
+        let deadline = asked + timeout;
         // Waiting for another stop or handshake to end is a safe region for a mutator.
-        let members = {
+        {
             let _wait = super::SafeWait::enter();
-            self.lock_members()
-        };
-        let since_last = self
-            .last_end
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .map(|t| t.elapsed());
-        reserve(members.len());
-        // Everything that allocates comes before the stop begins: a stop signal still pending
-        // from an earlier stop may stop a thread inside malloc as soon as the world stops.
-        let reason_owned = reason.to_owned();
+            self.ops
+                .acquire(reason, deadline)
+                .map_err(|holder| SafepointError::Busy {
+                    reason: reason.to_owned(),
+                    holder,
+                    waited_ms: asked.elapsed().as_millis() as u64,
+                })?;
+        }
+        // Where the signal may stop threads: the loader's lock is taken here, before any
+        // thread is stopped.
+        if config.signals {
+            os::code::refresh();
+        }
+        let members: Vec<Member> = lock(&self.members).clone();
+        let since_last = lock(&self.last_end).map(|t| t.elapsed());
         let mut stopped: Vec<usize> = Vec::with_capacity(members.len());
-        let mut pending: Vec<usize> = Vec::with_capacity(members.len());
-        let late: Vec<usize> = Vec::with_capacity(if config.report_after.is_some() {
-            members.len()
-        } else {
-            0
-        });
+        let mut chase: Vec<Chase> = Vec::with_capacity(members.len());
         let begun = Instant::now();
         if let Some(me) = me {
             me.record.set_exempt(true);
         }
-        IN_STOP.with(|c| c.set(true));
         os::begin_stop();
         POLL_PENDING.fetch_add(1, Ordering::SeqCst);
-        // Nothing below allocates (a thread stopped inside malloc holds its arena).
         for (i, m) in members.iter().enumerate() {
             if me.is_some_and(|me| std::ptr::eq(me, m.mutator)) {
                 continue;
             }
             m.mutator.record.arm_poll(true);
             stopped.push(i);
-            pending.push(i);
+            chase.push(Chase::new(i, begun + config.grace));
         }
         let mut world = WorldStopped {
+            owner: Arc::clone(self),
             members,
             stopped,
-            owner: self,
+            vanished: Vec::new(),
             me,
-            reason: reason_owned,
+            reason: reason.to_owned(),
             begun,
             reached: Duration::ZERO,
             cleanup: Duration::ZERO,
             since_last,
             aborted: false,
-            late,
             resumed: false,
-            _not_send: std::marker::PhantomData,
         };
-        let deadline = begun + timeout;
-        let grace = begun + config.grace;
-        let report = config.report_after.map(|d| begun + d);
-        let (mut signaled, mut reported) = (false, false);
+        let report_at = config.report_after.map(|d| begun + d);
+        let mut reported = false;
         loop {
             let seen = os::arrivals();
-            pending.retain(|&i| world.members[i].mutator.record.state() == os::RUNNING);
-            if pending.is_empty() {
+            chase.retain(|c| world.members[c.index].mutator.record.state() == os::RUNNING);
+            if chase.is_empty() {
                 break;
             }
             let now = Instant::now();
-            if config.signals && !signaled && now >= grace {
-                for &i in &pending {
-                    let tid = world.members[i].mutator.record.tid();
-                    if tid > 0 {
-                        // ESRCH: the thread is ending; it finishes or stops on its own.
-                        let _ = os::send_stop_signal(tid);
+            if config.signals {
+                for c in chase.iter_mut().filter(|c| now >= c.next) {
+                    let m = &world.members[c.index];
+                    let record = &m.mutator.record;
+                    match os::send_stop_signal(record) {
+                        SendOutcome::Sent => {
+                            c.sent += 1;
+                            c.next = now + c.backoff;
+                            c.backoff = next_backoff(c.backoff, record.unsafe_stops().2);
+                        }
+                        SendOutcome::Outstanding => c.next = now + c.backoff,
+                        SendOutcome::Failed(Errno::ESRCH) if report::vanished(record.tid()) => {
+                            c.failed = Some(Errno::ESRCH);
+                            if os::protocol::mark_vanished(record.core()) {
+                                world.vanished.push(c.index);
+                            }
+                        }
+                        SendOutcome::Failed(e) => {
+                            c.failed = Some(e);
+                            c.next = now + Duration::from_millis(1);
+                        }
                     }
                 }
-                signaled = true;
             }
-            if let Some(at) = report {
+            if let Some(at) = report_at {
                 if !reported && now >= at {
-                    // Within the capacity reserved above: no allocation.
-                    world.late.extend_from_slice(&pending);
                     reported = true;
+                    report::safepoint_timeout(&world.members, &chase, config.abort_on_timeout);
                 }
             }
             if now >= deadline {
-                // Let go first: a thread the signal stopped may hold a malloc arena.
                 world.aborted = true;
-                world.resume();
-                let stragglers: Vec<String> = pending
-                    .iter()
-                    .map(|&i| {
-                        let m = &world.members[i];
-                        format!(
-                            "\"{}\" (tid {})",
-                            m.name.to_string_lossy(),
-                            m.mutator.record.tid()
-                        )
-                    })
-                    .collect();
+                let stragglers = report::describe_all(&world.members, &chase);
+                world.let_go();
                 return Err(SafepointError::Timeout {
                     reason: reason.to_owned(),
                     waited_ms: begun.elapsed().as_millis() as u64,
@@ -259,16 +266,18 @@ impl Safepoints {
                 });
             }
             let mut next = deadline;
-            if config.signals && !signaled {
-                next = next.min(grace);
+            if config.signals {
+                if let Some(c) = chase.iter().map(|c| c.next).min() {
+                    next = next.min(c);
+                }
             }
-            if let Some(at) = report.filter(|_| !reported) {
+            if let Some(at) = report_at.filter(|_| !reported) {
                 next = next.min(at);
             }
             let wait = next
                 .saturating_duration_since(now)
-                .min(Duration::from_millis(10));
-            os::wait_for_arrivals(seen, wait.max(Duration::from_micros(50)));
+                .clamp(Duration::from_micros(20), Duration::from_millis(10));
+            os::wait_for_arrivals(seen, wait);
         }
         world.reached = begun.elapsed();
         let members = &world.members;
@@ -278,23 +287,4 @@ impl Safepoints {
         world.cleanup = begun.elapsed().saturating_sub(world.reached);
         Ok(world)
     }
-}
-
-/// `-XX:+SafepointTimeout`: HotSpot's report of the threads that had not reached the
-/// safepoint after `SafepointTimeoutDelay` (printed once the world resumed).
-fn report_stragglers(members: &[Member], pending: &[usize]) {
-    log::warn!(target: "safepoint", "# SafepointSynchronize::begin: Timeout detected:");
-    log::warn!(target: "safepoint", "# SafepointSynchronize::begin: Timed out while spinning to reach a safepoint.");
-    log::warn!(target: "safepoint", "# SafepointSynchronize::begin: Threads which did not reach the safepoint:");
-    for &i in pending {
-        let m = &members[i];
-        let tid = m.mutator.record.tid();
-        log::warn!(
-            target: "safepoint",
-            "# \"{}\" #{} nid={tid:#x} runnable",
-            m.name.to_string_lossy(),
-            m.mutator.id()
-        );
-    }
-    log::warn!(target: "safepoint", "# SafepointSynchronize::begin: (End of list)");
 }

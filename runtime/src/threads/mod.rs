@@ -36,7 +36,7 @@ mod stack_policy;
 use std::cell::Cell;
 use std::fmt;
 use std::ops::Range;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use rtvm_os_linux::stack::StackMapping;
 #[cfg(feature = "testing")]
@@ -73,6 +73,13 @@ pub enum ThreadKind {
     /// One of the VM's service threads (the signal dispatcher, the attach listener, the
     /// native-heap trimmer), sized by `VMThreadStackSize`; stopped by destroy.
     Service,
+    /// A collector's own thread (a GC worker), sized by `VMThreadStackSize`: a VM thread
+    /// that is not a mutator — never stopped by a stop of the world, free to run and to
+    /// allocate while the world is stopped, and not among
+    /// [`WorldStopped::threads`](crate::WorldStopped::threads). Destroy runs the shutdown
+    /// hooks ([`VmHandle::add_shutdown_hook`](crate::VmHandle::add_shutdown_hook)) once the
+    /// application threads are done, then waits for these.
+    Collector,
     /// A thread the host created and attached to the VM
     /// ([`VmHandle::attach_current_thread`](crate::VmHandle::attach_current_thread)): its
     /// stack is the host's. Destroy does not wait for it (as JNI's `DestroyJavaVM` does not
@@ -81,9 +88,19 @@ pub enum ThreadKind {
 }
 
 impl ThreadKind {
-    /// Whether destroy waits for threads of this kind (VM threads that run application code).
+    /// Whether destroy waits for threads of this kind before anything else (VM threads that
+    /// run application code).
     pub fn is_application(self) -> bool {
         matches!(self, ThreadKind::Java | ThreadKind::Vm)
+    }
+
+    /// Whether threads of this kind are mutators: stopped by stops of the world, targets of
+    /// handshakes (application and attached threads).
+    pub fn is_mutator(self) -> bool {
+        matches!(
+            self,
+            ThreadKind::Java | ThreadKind::Vm | ThreadKind::Attached
+        )
     }
 }
 
@@ -94,6 +111,7 @@ impl fmt::Display for ThreadKind {
             ThreadKind::Vm => "vm",
             ThreadKind::Worker => "worker",
             ThreadKind::Service => "service",
+            ThreadKind::Collector => "collector",
             ThreadKind::Attached => "attached",
         })
     }
@@ -276,8 +294,8 @@ impl ThreadInfo {
         })
     }
 
-    pub(super) fn lock(&self) -> MutexGuard<'_, Handshake> {
-        self.sync.lock().unwrap_or_else(|p| p.into_inner())
+    pub(super) fn lock(&self) -> crate::safepoint::Locked<'_, Handshake> {
+        crate::safepoint::lock(&self.sync)
     }
 
     /// The current state.
@@ -364,7 +382,7 @@ impl ThreadInfo {
     pub(super) fn wait_finished(&self) -> Option<Outcome> {
         let mut hs = self.lock();
         while hs.state != ThreadState::Finished {
-            hs = self.cv.wait(hs);
+            hs = self.cv.wait_locked(hs);
         }
         hs.outcome.take()
     }

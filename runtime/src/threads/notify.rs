@@ -14,6 +14,8 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Condvar, MutexGuard};
 
+use crate::safepoint::Locked;
+
 #[derive(Debug, Default)]
 pub(crate) struct Notifier {
     cv: Condvar,
@@ -31,6 +33,11 @@ impl Notifier {
         let guard = self.cv.wait(guard).unwrap_or_else(|p| p.into_inner());
         self.waiters.fetch_sub(1, Ordering::Relaxed);
         guard
+    }
+
+    /// [`wait`](Self::wait) on rtvm's own lock, taken inside a no-stop section.
+    pub(crate) fn wait_locked<'a, T>(&self, guard: Locked<'a, T>) -> Locked<'a, T> {
+        guard.map_guard(|g| self.wait(g))
     }
 
     /// Wakes every waiter, if there is one. Call it after changing the predicate under the

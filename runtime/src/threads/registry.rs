@@ -3,13 +3,13 @@
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use super::notify::Notifier;
 use super::stack_cache::StackCache;
 use super::{ThreadError, ThreadInfo, ThreadKind, CURRENT};
 use crate::lifecycle::{Lifecycle, VmState};
-use crate::safepoint::Safepoints;
+use crate::safepoint::{Locked, Safepoints};
 
 #[derive(Debug)]
 struct RegistryState {
@@ -30,7 +30,7 @@ pub(crate) struct Registry {
     /// Stacks of joined threads, kept for the next ones.
     stack_cache: StackCache,
     /// The mutators (application and attached threads) and the stops of the world.
-    safepoints: Safepoints,
+    safepoints: Arc<Safepoints>,
 }
 
 impl Registry {
@@ -40,7 +40,7 @@ impl Registry {
         Registry {
             vm_id,
             stack_cache: StackCache::new(stack_cache),
-            safepoints: Safepoints::new(),
+            safepoints: Arc::new(Safepoints::new()),
             inner: Mutex::new(RegistryState {
                 threads: Vec::new(),
                 lifecycle: Lifecycle::new(),
@@ -61,13 +61,24 @@ impl Registry {
         &self.safepoints
     }
 
+    /// The mutators and the stops of the world, shared (a stop outlives the borrow).
+    pub(crate) fn safepoints_arc(&self) -> &Arc<Safepoints> {
+        &self.safepoints
+    }
+
     /// The VM's process-unique id (never reused, unlike its address).
     pub(crate) fn vm_id(&self) -> u64 {
         self.vm_id
     }
 
-    fn lock(&self) -> MutexGuard<'_, RegistryState> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> Locked<'_, RegistryState> {
+        let mut s = crate::safepoint::lock(&self.inner);
+        // Threads a stop found gone without finishing (no exit hook ran) are forgotten.
+        let vanished = self.safepoints.take_vanished();
+        if !vanished.is_empty() {
+            s.threads.retain(|t| !vanished.contains(&t.id));
+        }
+        s
     }
 
     /// A fresh thread id.
@@ -158,7 +169,7 @@ impl Registry {
     pub(crate) fn wait_for_application_threads(&self) {
         let mut s = self.lock();
         while s.lifecycle.application_threads_left() {
-            s = self.cv.wait(s);
+            s = self.cv.wait_locked(s);
         }
         s.lifecycle.shut_down();
     }
@@ -171,7 +182,7 @@ impl Registry {
     pub(crate) fn wait_destroyed(&self) {
         let mut s = self.lock();
         while s.lifecycle.state() != VmState::Destroyed {
-            s = self.cv.wait(s);
+            s = self.cv.wait_locked(s);
         }
     }
 

@@ -55,8 +55,9 @@ impl<'vm> ThreadBuilder<'vm> {
         }
     }
 
-    /// The thread's kind (default: [`ThreadKind::Java`]; [`ThreadKind::Worker`], the gang's
-    /// own, and [`ThreadKind::Attached`] are refused).
+    /// The thread's kind (default: [`ThreadKind::Java`]; [`ThreadKind::Collector`] for a
+    /// collector's worker; [`ThreadKind::Worker`], the gang's own, [`ThreadKind::Service`]
+    /// and [`ThreadKind::Attached`] are refused).
     pub fn kind(mut self, kind: ThreadKind) -> Self {
         self.kind = kind;
         self
@@ -86,13 +87,14 @@ impl<'vm> ThreadBuilder<'vm> {
         self,
         body: Body<F>,
     ) -> Result<VmThread, ThreadError> {
-        if !self.kind.is_application() {
+        if !self.kind.is_application() && self.kind != ThreadKind::Collector {
             // Workers belong to the gang, which the shutdown stops; attached threads are the
             // host's; a thread the VM starts for the embedder is an application thread (Java
-            // or Vm), which the shutdown waits for.
+            // or Vm), which the shutdown waits for, or a collector's, which it waits for once
+            // the shutdown hooks ran.
             return Err(ThreadError::Start {
                 message: format!(
-                    "Failed to start thread \"{}\" - ThreadKind::{:?} cannot be started (only Java and Vm threads can)",
+                    "Failed to start thread \"{}\" - ThreadKind::{:?} cannot be started (only Java, Vm and Collector threads can)",
                     self.name, self.kind
                 ),
                 errno: Errno::EINVAL,
@@ -154,7 +156,7 @@ pub(crate) fn spawn<F: FnOnce() + Send + 'static>(
     };
     let id = registry.next_id();
     // The embedder's code runs on application threads: they take part in stops of the world
-    // (in a safe region until their body begins).
+    // (in a safe region until their body begins). A collector's threads do not.
     let mutator = if kind.is_application() {
         let usable = mapping.layout().usable.clone();
         Some(
@@ -239,7 +241,7 @@ pub(crate) fn spawn<F: FnOnce() + Send + 'static>(
         // A held thread is in its start window once it has reported in.
         let mut hs = info.lock();
         while hs.state == ThreadState::Allocated {
-            hs = info.cv.wait(hs);
+            hs = info.cv.wait_locked(hs);
         }
     }
     Ok(VmThread {
@@ -273,7 +275,7 @@ fn run_child<F: FnOnce()>(
         if held {
             info.cv.notify_all();
             while !hs.go {
-                hs = info.cv.wait(hs);
+                hs = info.cv.wait_locked(hs);
             }
         }
         hs.state = ThreadState::Runnable;

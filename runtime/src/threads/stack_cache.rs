@@ -40,8 +40,8 @@ impl StackCache {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<StackMapping>> {
-        self.stacks.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> crate::safepoint::Locked<'_, Vec<StackMapping>> {
+        crate::safepoint::lock(&self.stacks)
     }
 
     /// Changes the limit (a `VM.set_flag ThreadStackCacheSize`); stacks beyond it are

@@ -67,9 +67,11 @@ impl StackPolicy {
     pub(crate) fn stack_size(&self, kind: ThreadKind, requested: Option<usize>) -> usize {
         let base = requested.unwrap_or(match kind {
             ThreadKind::Java => self.java_stack_size,
-            ThreadKind::Vm | ThreadKind::Worker | ThreadKind::Service | ThreadKind::Attached => {
-                self.vm_stack_size
-            }
+            ThreadKind::Vm
+            | ThreadKind::Worker
+            | ThreadKind::Service
+            | ThreadKind::Collector
+            | ThreadKind::Attached => self.vm_stack_size,
         });
         let floor = self.zones.total() + self.min_usable;
         let mut size = self.page_align(base.max(floor));

@@ -19,6 +19,7 @@ use crate::heap::{Heap, HeapError};
 use crate::lifecycle::Singleton;
 use crate::memory::MemoryRegistry;
 use crate::output::{Output, OutputWriter, Stream};
+use crate::safepoint::stress::{Stress, StressConfig};
 use crate::safepoint::SafepointConfig;
 use crate::service::context::{CommandLine, Context};
 use crate::service::Service;
@@ -147,12 +148,18 @@ pub(super) fn create(args: InitArgs) -> Result<Vm, CreateError> {
         NEXT_VM_ID.fetch_add(1, Ordering::Relaxed),
         policy.stacks.cache_size,
     ));
+    let timeout_delay = flags.get(flag::SafepointTimeoutDelay).max(0) as u64;
+    crate::safepoint::stress::set_timeout_delay_ms(timeout_delay);
     registry.safepoints().configure(SafepointConfig {
         signals: process._stop.is_some(),
         grace: Duration::from_micros(flags.get(flag::SafepointSignalDelay).max(0) as u64),
         report_after: flags
             .get(flag::SafepointTimeout)
-            .then(|| Duration::from_millis(flags.get(flag::SafepointTimeoutDelay).max(0) as u64)),
+            .then(|| Duration::from_millis(timeout_delay)),
+        abort_on_timeout: flags.get(flag::AbortVMOnSafepointTimeout),
+        handshake_timeout: Some(flags.get(flag::HandshakeTimeout))
+            .filter(|&ms| ms > 0)
+            .map(|ms| Duration::from_millis(u64::from(ms))),
     });
     let gang = Arc::new(WorkerGang::new(
         policy.gc_threads,
@@ -207,6 +214,8 @@ pub(super) fn create(args: InitArgs) -> Result<Vm, CreateError> {
                 memories,
                 service,
                 generation: rtvm_os_linux::system::process_generation(),
+                shutdown_hooks: Mutex::new(Vec::new()),
+                stress: Mutex::new(None),
             }),
         },
     };
@@ -214,6 +223,23 @@ pub(super) fn create(args: InitArgs) -> Result<Vm, CreateError> {
     // handlers and logger given back — no NMT report, no shutdown messages.
     let inner = &vm.inner;
     inner.heap.pretouch_initial(&inner.gang)?;
+    let interval = inner.flags.get(flag::GuaranteedSafepointInterval);
+    let (safepoint_alot, handshake_alot) = (
+        inner.flags.get(flag::SafepointALot),
+        inner.flags.get(flag::HandshakeALot),
+    );
+    if (safepoint_alot || handshake_alot) && interval > 0 {
+        let stress = Stress::start(
+            &inner.registry,
+            &inner.policy.stacks,
+            StressConfig {
+                safepoints: safepoint_alot,
+                handshakes: handshake_alot,
+                interval: Duration::from_millis(interval as u64),
+            },
+        )?;
+        *crate::safepoint::lock(&inner.stress) = Some(stress);
+    }
     // As java: with both, the ranges table alone (it lists every flag already).
     if inner.flags.get(flag::PrintFlagsRanges) {
         print_listing(&inner.output, |w| {

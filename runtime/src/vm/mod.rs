@@ -92,7 +92,15 @@ pub(crate) struct VmInner {
     pub(super) service: Service,
     /// The process generation at creation (`fork()` changes it in the child).
     pub(super) generation: u64,
+    /// What destroy runs once the application threads are done, before it waits for the
+    /// collector's threads ([`VmHandle::add_shutdown_hook`]).
+    pub(super) shutdown_hooks: Mutex<Vec<ShutdownHook>>,
+    /// `-XX:+SafepointALot` / `-XX:+HandshakeALot`: the stress thread.
+    pub(super) stress: Mutex<Option<crate::safepoint::stress::Stress>>,
 }
+
+/// A shutdown hook ([`VmHandle::add_shutdown_hook`]).
+pub(super) type ShutdownHook = Box<dyn FnOnce() + Send + 'static>;
 
 /// The VM, owned: [`Vm::create`] makes it, [`Vm::shutdown`] (or dropping it) tears it
 /// down. Everything else a VM does is on [`VmHandle`], which `Vm` dereferences to.

@@ -41,6 +41,27 @@ impl VmInner {
                 }
             }
         }
+        if let Some(stress) = crate::safepoint::lock(&self.stress).take() {
+            errors.extend(stress.stop());
+        }
+        // The collector's threads end when it tells them to: its hooks run now, in the order
+        // they were added, then the collector's threads are joined.
+        let hooks = std::mem::take(&mut *crate::safepoint::lock(&self.shutdown_hooks));
+        for hook in hooks {
+            if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(hook)) {
+                errors.push(format!(
+                    "a shutdown hook panicked: {}",
+                    threads::panic_message(&*p)
+                ));
+            }
+        }
+        for info in self.registry.list() {
+            if info.kind == threads::ThreadKind::Collector {
+                if let Err(e) = threads::join_info(&self.registry, &info) {
+                    errors.push(e.to_string());
+                }
+            }
+        }
         // No attach client or SIGQUIT is served from here on; the socket and the perf data
         // file are gone.
         errors.extend(self.service.stop());

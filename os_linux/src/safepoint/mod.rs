@@ -1,20 +1,18 @@
-//! The low half of stopping threads for a collector: a per-thread [`StopRecord`] (a state
-//! word, a poll word, a hold for handshakes, the published stack pointer and registers),
-//! the process's world word, the waits, the register spill, and the stop signal.
+//! The low half of stopping threads for a collector: a per-thread [`StopRecord`], the
+//! process's world word, the waits, the register spill, the stop signal and where it may stop
+//! a thread.
+//!
+//! | module | what |
+//! | --- | --- |
+//! | [`protocol`] | the state machine, over a small platform interface (model-checked with loom) |
+//! | [`code`] | code the stop signal never stops a thread in (libc, the dynamic linker, ...) |
+//! | `signal` | the stop signal: installed, sent at most one at a time, its handler |
 //!
 //! **States.** [`RUNNING`] (the thread may run the embedder's code), [`SAFE`] (in a safe
 //! region: it published its stack pointer and registers and blocks before it runs the
 //! embedder's code again), [`STOPPED_POLL`] and [`STOPPED_SIGNAL`] (stopped, published, and
-//! waiting), [`FINISHED`] (gone for good: its stack may go away). Only the thread itself
-//! changes its state, and every way back to [`RUNNING`] goes through one check (`resume`):
-//! store `RUNNING`, then look at the world word and the hold; if either asks the thread to
-//! stay, it goes back to its resting state and waits. A stopper does the mirror image: it
-//! sets the world word (or the hold), then reads the state. Both sides use sequentially
-//! consistent operations, so one of them always sees the other: a thread the stopper counted
-//! as safe or stopped never runs the embedder's code before the stopper lets it.
-//!
-//! **The world word** ([`world`]): `(stop id << 1) | stopping`. Threads wait on it with a
-//! futex; the end of a stop wakes them all with one call.
+//! waiting), [`FINISHED`] (gone for good: its stack may go away). See [`protocol`] for who
+//! changes what and the one check that makes them safe.
 //!
 //! **Registers.** [`enter_safe`] and [`stop_here`] publish the ABI's callee-saved registers
 //! exactly as the code they are inlined into has them, and that code's stack pointer
@@ -24,28 +22,82 @@
 //! The stop signal's handler runs on the thread's own stack (it is installed without
 //! `SA_ONSTACK`), so the kernel saved the whole register file on that stack, above the
 //! handler's frame, whose address it publishes; it copies the callee-saved ones into the
-//! record as well.
+//! record as well. Every publication happens inside a no-stop section, so a signal arriving
+//! meanwhile cannot publish its own frame over it.
+//!
+//! **Where a thread runs.** A thread publishes the stack it was found on when that is not its
+//! registered stack: its alternate signal stack (it polled, or was signalled, inside an
+//! `SA_ONSTACK` handler), a stack it declared ([`StopRecord::set_fiber`]: a fiber or a
+//! coroutine), or an unknown one (the stopper looks it up).
 //!
 //! **The signal handler** allocates nothing and takes no lock: thread-local reads of a
-//! `Cell` set before the thread could receive the signal, atomics and `futex` calls.
+//! `Cell` set before the thread could receive the signal, atomics, `futex` and `sigaltstack`.
+
+pub mod code;
+pub mod protocol;
+mod signal;
 
 use std::cell::Cell;
-use std::ffi::{c_int, c_void};
+use std::ffi::c_void;
+use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use nix::errno::Errno;
+pub use protocol::{Handled, FINISHED, RUNNING, SAFE, STOPPED_POLL, STOPPED_SIGNAL};
+pub use signal::{
+    install_stop_signal, send_stop_signal, stop_signal, unblock_vm_signals, SendOutcome,
+    SignalMask, StopSignal, StopSignalError,
+};
 
-/// The thread may run the embedder's code.
-pub const RUNNING: u32 = 0;
-/// In a safe region: published, and blocks before running the embedder's code again.
-pub const SAFE: u32 = 1;
-/// Stopped at a poll, published, waiting.
-pub const STOPPED_POLL: u32 = 2;
-/// Stopped by the stop signal, published, waiting in the handler.
-pub const STOPPED_SIGNAL: u32 = 3;
-/// Gone for good (exited or detached): its stack is no longer the collector's business.
-pub const FINISHED: u32 = 4;
+use crate::futex::{wait as futex_wait, wake as futex_wake};
+
+/// The platform the protocol runs on here: `std` atomics (sequentially consistent, which on
+/// x86-64 and aarch64 orders every Dekker pair without a separate fence) and futexes.
+#[derive(Debug)]
+pub struct Linux;
+
+impl protocol::Word for AtomicU32 {
+    #[inline]
+    fn load(&self) -> u32 {
+        AtomicU32::load(self, Ordering::SeqCst)
+    }
+    #[inline]
+    fn store(&self, v: u32) {
+        AtomicU32::store(self, v, Ordering::SeqCst)
+    }
+    #[inline]
+    fn fetch_add(&self, v: u32) -> u32 {
+        AtomicU32::fetch_add(self, v, Ordering::SeqCst)
+    }
+    #[inline]
+    fn compare_exchange(&self, current: u32, new: u32) -> Result<u32, u32> {
+        AtomicU32::compare_exchange(self, current, new, Ordering::SeqCst, Ordering::SeqCst)
+    }
+    #[inline]
+    fn load_own(&self) -> u32 {
+        let v = AtomicU32::load(self, Ordering::Relaxed);
+        std::sync::atomic::compiler_fence(Ordering::SeqCst);
+        v
+    }
+    #[inline]
+    fn store_own(&self, v: u32) {
+        std::sync::atomic::compiler_fence(Ordering::SeqCst);
+        AtomicU32::store(self, v, Ordering::Relaxed);
+        std::sync::atomic::compiler_fence(Ordering::SeqCst);
+    }
+}
+
+impl protocol::Platform for Linux {
+    type Word = AtomicU32;
+    fn wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
+        futex_wait(word, expected, timeout);
+    }
+    fn wake_all(word: &AtomicU32) {
+        futex_wake(word, i32::MAX);
+    }
+}
+
+type Core = protocol::Record<Linux>;
 
 /// How many callee-saved registers a spill holds.
 #[cfg(target_arch = "x86_64")]
@@ -54,63 +106,124 @@ pub const SAVED_REGISTERS: usize = 6; // rbx, rbp, r12, r13, r14, r15
 #[cfg(target_arch = "aarch64")]
 pub const SAVED_REGISTERS: usize = 12; // x19..x28, x29 (fp), x30 (lr)
 
+/// The stack a thread was found on, when it is not its registered one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OtherStack {
+    /// Its alternate signal stack `[start, end)`.
+    SignalStack(usize, usize),
+    /// A stack it declared with [`StopRecord::set_fiber`], `[start, end)`.
+    Fiber(usize, usize),
+    /// A stack nobody declared: the one containing the published stack pointer.
+    Unknown,
+}
+
+const OTHER_NONE: usize = 0;
+const OTHER_ALT: usize = 1;
+const OTHER_FIBER: usize = 2;
+const OTHER_UNKNOWN: usize = 3;
+
 /// One thread's part in stops and handshakes. Lives for the process (records are pooled and
 /// reused by the runtime), so a thread-local reference to it is `'static`.
 #[repr(C, align(64))]
 #[derive(Debug)]
 pub struct StopRecord {
-    state: AtomicU32,
-    /// Non-zero: the thread's next poll takes the slow path.
-    poll: AtomicU32,
-    /// Non-zero: a handshake holds the thread (it may not run the embedder's code).
-    hold: AtomicU32,
-    /// The stopper itself: its own waits do not block on its stop.
-    exempt: AtomicBool,
-    /// The stop found the thread on its alternate signal stack.
-    on_alt_stack: AtomicBool,
+    core: Core,
     tid: AtomicI32,
     sp: AtomicUsize,
-    alt_start: AtomicUsize,
-    alt_end: AtomicUsize,
     regs: [AtomicUsize; SAVED_REGISTERS],
+    /// [`OTHER_NONE`], [`OTHER_ALT`], [`OTHER_FIBER`] or [`OTHER_UNKNOWN`].
+    other: AtomicUsize,
+    other_start: AtomicUsize,
+    other_end: AtomicUsize,
+    /// The registered stack `[lo, hi)`.
+    stack_lo: AtomicUsize,
+    stack_hi: AtomicUsize,
+    /// A declared fiber stack `[lo, hi)` the thread runs on now (0, 0: none).
+    fiber_lo: AtomicUsize,
+    fiber_hi: AtomicUsize,
+    /// Stop signals that found the thread in no-stop code, and where the last one did.
+    unsafe_hits: AtomicU32,
+    unsafe_pc: AtomicUsize,
+    /// The last such signal found it at a system call (blocked in the kernel).
+    in_syscall: AtomicBool,
 }
 
 impl StopRecord {
     /// A record in state [`SAFE`] with nothing published (a thread that has not started).
     pub const fn new() -> StopRecord {
         StopRecord {
-            state: AtomicU32::new(SAFE),
-            poll: AtomicU32::new(0),
-            hold: AtomicU32::new(0),
-            exempt: AtomicBool::new(false),
-            on_alt_stack: AtomicBool::new(false),
+            core: protocol::Record {
+                state: AtomicU32::new(SAFE),
+                poll: AtomicU32::new(0),
+                hold: AtomicU32::new(0),
+                exempt: AtomicU32::new(0),
+                critical: AtomicU32::new(0),
+                deferred: AtomicU32::new(0),
+                in_op: AtomicU32::new(0),
+                claim: AtomicU32::new(0),
+                op_done: AtomicU32::new(0),
+                sig_sent: AtomicU32::new(0),
+                sig_seen: AtomicU32::new(0),
+            },
             tid: AtomicI32::new(0),
             sp: AtomicUsize::new(0),
-            alt_start: AtomicUsize::new(0),
-            alt_end: AtomicUsize::new(0),
             regs: [const { AtomicUsize::new(0) }; SAVED_REGISTERS],
+            other: AtomicUsize::new(OTHER_NONE),
+            other_start: AtomicUsize::new(0),
+            other_end: AtomicUsize::new(0),
+            stack_lo: AtomicUsize::new(0),
+            stack_hi: AtomicUsize::new(0),
+            fiber_lo: AtomicUsize::new(0),
+            fiber_hi: AtomicUsize::new(0),
+            unsafe_hits: AtomicU32::new(0),
+            unsafe_pc: AtomicUsize::new(0),
+            in_syscall: AtomicBool::new(false),
         }
     }
 
-    /// Makes a pooled record fresh for a new thread: [`SAFE`], nothing published.
-    pub fn reset(&self, tid: i32) {
-        self.poll.store(0, Ordering::Relaxed);
-        self.hold.store(0, Ordering::Relaxed);
-        self.exempt.store(false, Ordering::Relaxed);
-        self.on_alt_stack.store(false, Ordering::Relaxed);
+    /// Makes a pooled record fresh for a new thread on `stack`: [`SAFE`], nothing published.
+    pub fn reset(&self, tid: i32, stack: Range<usize>) {
+        let c = &self.core;
+        for w in [
+            &c.poll,
+            &c.hold,
+            &c.exempt,
+            &c.critical,
+            &c.deferred,
+            &c.in_op,
+            &c.claim,
+            &c.op_done,
+        ] {
+            w.store(0, Ordering::Relaxed);
+        }
+        // A signal still pending from the record's last thread is that thread's: the counters
+        // start even.
+        let seen = c.sig_seen.load(Ordering::Relaxed);
+        c.sig_sent.store(seen, Ordering::Relaxed);
         self.tid.store(tid, Ordering::Relaxed);
         self.sp.store(0, Ordering::Relaxed);
-        self.alt_start.store(0, Ordering::Relaxed);
-        self.alt_end.store(0, Ordering::Relaxed);
         for r in &self.regs {
             r.store(0, Ordering::Relaxed);
         }
-        self.state.store(SAFE, Ordering::SeqCst);
+        self.other.store(OTHER_NONE, Ordering::Relaxed);
+        self.stack_lo.store(stack.start, Ordering::Relaxed);
+        self.stack_hi.store(stack.end, Ordering::Relaxed);
+        self.fiber_lo.store(0, Ordering::Relaxed);
+        self.fiber_hi.store(0, Ordering::Relaxed);
+        self.unsafe_hits.store(0, Ordering::Relaxed);
+        self.unsafe_pc.store(0, Ordering::Relaxed);
+        self.in_syscall.store(false, Ordering::Relaxed);
+        c.state.store(SAFE, Ordering::SeqCst);
+    }
+
+    /// The protocol's part of the record.
+    pub fn core(&self) -> &protocol::Record<Linux> {
+        &self.core
     }
 
     /// The state (sequentially consistent: the stopper's side of the check).
     pub fn state(&self) -> u32 {
-        self.state.load(Ordering::SeqCst)
+        self.core.state.load(Ordering::SeqCst)
     }
 
     /// Sets the kernel thread id (the thread reports it when it starts).
@@ -133,64 +246,107 @@ impl StopRecord {
         std::array::from_fn(|i| self.regs[i].load(Ordering::Acquire))
     }
 
+    /// The stack the thread was found on at its last publication, if not its registered one.
+    pub fn other_stack(&self) -> Option<OtherStack> {
+        let (s, e) = (
+            self.other_start.load(Ordering::Acquire),
+            self.other_end.load(Ordering::Acquire),
+        );
+        match self.other.load(Ordering::Acquire) {
+            OTHER_ALT => Some(OtherStack::SignalStack(s, e)),
+            OTHER_FIBER => Some(OtherStack::Fiber(s, e)),
+            OTHER_UNKNOWN => Some(OtherStack::Unknown),
+            _ => None,
+        }
+    }
+
     /// The alternate signal stack the stop found the thread on, if it was on one.
     pub fn alt_stack(&self) -> Option<(usize, usize)> {
-        self.on_alt_stack.load(Ordering::Acquire).then(|| {
-            (
-                self.alt_start.load(Ordering::Acquire),
-                self.alt_end.load(Ordering::Acquire),
-            )
-        })
+        match self.other_stack() {
+            Some(OtherStack::SignalStack(s, e)) => Some((s, e)),
+            _ => None,
+        }
+    }
+
+    /// Declares that the thread now runs on the stack `[lo, hi)` (a fiber), or on its own
+    /// again (`None`). Only the thread itself calls it.
+    pub fn set_fiber(&self, stack: Option<Range<usize>>) {
+        let r = stack.unwrap_or(0..0);
+        self.fiber_lo.store(r.start, Ordering::Relaxed);
+        self.fiber_hi.store(r.end, Ordering::Release);
     }
 
     /// Whether the thread's next poll takes the slow path.
     #[inline]
     pub fn poll_armed(&self) -> bool {
-        self.poll.load(Ordering::Relaxed) != 0
+        self.core.poll.load(Ordering::Relaxed) != 0
     }
 
     /// Arms or disarms the thread's poll.
     pub fn arm_poll(&self, armed: bool) {
-        self.poll.store(u32::from(armed), Ordering::Release);
+        self.core.poll.store(u32::from(armed), Ordering::Release);
     }
 
     /// Whether a handshake holds the thread.
     pub fn held(&self) -> bool {
-        self.hold.load(Ordering::SeqCst) != 0
-    }
-
-    /// Holds the thread (a handshake), or lets it go (waking it if it waits).
-    pub fn set_hold(&self, hold: bool) {
-        self.hold.store(u32::from(hold), Ordering::SeqCst);
-        if !hold {
-            futex_wake(&self.hold, i32::MAX);
-        }
+        self.core.hold.load(Ordering::SeqCst) != 0
     }
 
     /// Marks the record as the stopper's own (its waits do not block on its stop), or not.
     pub fn set_exempt(&self, exempt: bool) {
-        self.exempt.store(exempt, Ordering::SeqCst);
+        self.core.exempt.store(u32::from(exempt), Ordering::SeqCst);
     }
 
-    fn exempt(&self) -> bool {
-        self.exempt.load(Ordering::SeqCst)
+    /// How many stop signals found the thread in no-stop code since its record was reset,
+    /// where the last one did, and whether it was at a system call there.
+    pub fn unsafe_stops(&self) -> (u32, usize, bool) {
+        (
+            self.unsafe_hits.load(Ordering::Relaxed),
+            self.unsafe_pc.load(Ordering::Relaxed),
+            self.in_syscall.load(Ordering::Relaxed),
+        )
     }
 
+    /// Whether a stop signal sent to the thread is still unhandled (it blocks the signal, or
+    /// has not run since).
+    pub fn signal_outstanding(&self) -> bool {
+        protocol::signal_outstanding(&self.core)
+    }
+
+    /// Publishes `sp` and `regs`, and the stack `sp` lies on if it is not the registered one.
+    /// `alt` is the alternate signal stack if the caller knows it is on it.
     fn publish(&self, sp: usize, regs: &[usize; SAVED_REGISTERS], alt: Option<(usize, usize)>) {
         for (slot, v) in self.regs.iter().zip(regs) {
             slot.store(*v, Ordering::Relaxed);
         }
-        if let Some((start, end)) = alt {
-            self.alt_start.store(start, Ordering::Relaxed);
-            self.alt_end.store(end, Ordering::Relaxed);
+        let (lo, hi) = (
+            self.stack_lo.load(Ordering::Relaxed),
+            self.stack_hi.load(Ordering::Relaxed),
+        );
+        let (flo, fhi) = (
+            self.fiber_lo.load(Ordering::Relaxed),
+            self.fiber_hi.load(Ordering::Acquire),
+        );
+        let other = if let Some((s, e)) = alt {
+            Some((OTHER_ALT, s, e))
+        } else if (lo..hi).contains(&sp) || lo == hi {
+            None
+        } else if flo < fhi && (flo..fhi).contains(&sp) {
+            Some((OTHER_FIBER, flo, fhi))
+        } else if let Some((s, e)) = current_alt_stack(sp) {
+            Some((OTHER_ALT, s, e))
+        } else {
+            Some((OTHER_UNKNOWN, 0, 0))
+        };
+        match other {
+            Some((kind, s, e)) => {
+                self.other_start.store(s, Ordering::Relaxed);
+                self.other_end.store(e, Ordering::Relaxed);
+                self.other.store(kind, Ordering::Relaxed);
+            }
+            None => self.other.store(OTHER_NONE, Ordering::Relaxed),
         }
-        self.on_alt_stack.store(alt.is_some(), Ordering::Relaxed);
         self.sp.store(sp, Ordering::Release);
-    }
-
-    /// Whether the thread must stay where it is (the world stops, or a hold).
-    fn must_stay(&self) -> bool {
-        (stopping(WORLD.load(Ordering::SeqCst)) && !self.exempt()) || self.held()
     }
 }
 
@@ -200,63 +356,63 @@ impl Default for StopRecord {
     }
 }
 
-static WORLD: AtomicU32 = AtomicU32::new(0);
-/// Bumped by every thread that reaches a stop; the stopper waits on it.
-static ARRIVALS: AtomicU32 = AtomicU32::new(0);
+static WORLD: protocol::World<Linux> = protocol::World {
+    word: AtomicU32::new(0),
+    arrivals: AtomicU32::new(0),
+};
 
 thread_local! {
     /// The calling thread's record. Plain data without a destructor: read in the handler.
     static CURRENT: Cell<Option<&'static StopRecord>> = const { Cell::new(None) };
 }
 
+/// The process's world.
+pub fn the_world() -> &'static protocol::World<Linux> {
+    &WORLD
+}
+
 /// The world word: `(stop id << 1) | stopping`.
 pub fn world() -> u32 {
-    WORLD.load(Ordering::SeqCst)
+    WORLD.word.load(Ordering::SeqCst)
 }
 
 /// Whether a world word says the world is stopping (or stopped).
 pub fn stopping(word: u32) -> bool {
-    word & 1 == 1
+    protocol::stopping(word)
 }
 
 /// Starts a stop: the world word becomes "stopping" with the next id. One stopper at a time
 /// (the caller serializes). Returns the new word.
 pub fn begin_stop() -> u32 {
-    let w = WORLD.load(Ordering::SeqCst);
-    let next = (((w >> 1).wrapping_add(1)) << 1) | 1;
-    WORLD.store(next, Ordering::SeqCst);
-    next
+    register_fork_handler();
+    protocol::begin_stop(&WORLD)
 }
 
 /// Ends the stop: every thread waiting for it is woken (one system call).
 pub fn end_stop() {
-    let w = WORLD.load(Ordering::SeqCst);
-    WORLD.store(w & !1, Ordering::SeqCst);
-    futex_wake(&WORLD, i32::MAX);
+    protocol::end_stop(&WORLD);
 }
 
 /// The arrivals counter: read it, check the threads, and wait for it to change.
 pub fn arrivals() -> u32 {
-    ARRIVALS.load(Ordering::SeqCst)
+    protocol::arrivals(&WORLD)
 }
 
 /// Waits until the arrivals counter is no longer `seen`, or `timeout` passed.
 pub fn wait_for_arrivals(seen: u32, timeout: Duration) {
-    futex_wait(&ARRIVALS, seen, Some(timeout));
+    protocol::wait_for_arrivals(&WORLD, seen, timeout);
 }
 
-fn arrive() {
-    ARRIVALS.fetch_add(1, Ordering::SeqCst);
-    futex_wake(&ARRIVALS, i32::MAX);
-}
-
-/// Wakes a stopper waiting for arrivals (a handshake operation the target ran is done).
+/// Wakes a stopper waiting for arrivals.
 pub fn notify_stopper() {
-    arrive();
+    protocol::arrive(&WORLD);
 }
 
 /// Makes `record` the calling thread's (or none).
 pub fn set_current(record: Option<&'static StopRecord>) {
+    if record.is_some() {
+        register_fork_handler();
+    }
     CURRENT.with(|c| c.set(record));
 }
 
@@ -264,6 +420,31 @@ pub fn set_current(record: Option<&'static StopRecord>) {
 #[inline]
 pub fn current() -> Option<&'static StopRecord> {
     CURRENT.with(Cell::get)
+}
+
+/// In the child of `fork()` only the forking thread exists: no stopper will ever end a stop
+/// the parent had under way, nor a handshake hold on this thread. The child's world is let
+/// go, so its first leave or poll does not wait for ever.
+extern "C" fn forked_child() {
+    let w = WORLD.word.load(Ordering::Relaxed);
+    WORLD.word.store(w & !1, Ordering::Relaxed);
+    if let Some(r) = CURRENT.with(Cell::get) {
+        r.core.hold.store(0, Ordering::Relaxed);
+        r.core.exempt.store(0, Ordering::Relaxed);
+        r.core.poll.store(0, Ordering::Relaxed);
+    }
+}
+
+fn register_fork_handler() {
+    static REGISTERED: std::sync::Once = std::sync::Once::new();
+    REGISTERED.call_once(|| {
+        // SAFETY: a child handler that only stores atomics and reads a const thread-local
+        // (async-signal-safe, allocation-free); the code is never unloaded (-z nodelete).
+        let rc = unsafe { libc::pthread_atfork(None, None, Some(forked_child)) };
+        if rc != 0 {
+            log::warn!(target: "safepoint", "pthread_atfork failed ({}): a forked child's threads may wait for a stop of its parent", crate::error::strerror(nix::errno::Errno::from_raw(rc)));
+        }
+    });
 }
 
 /// What [`call_with_caller_registers`] calls: `f(ctx, registers, caller_sp)`.
@@ -403,199 +584,61 @@ pub fn enter_safe(record: &StopRecord) {
 /// Enters a safe region with registers and a stack pointer taken by the caller (see
 /// [`call_with_caller_registers`]), then [`SAFE`].
 pub fn enter_safe_with(record: &StopRecord, sp: usize, regs: &[usize; SAVED_REGISTERS]) {
-    record.publish(sp, regs, None);
-    record.state.store(SAFE, Ordering::SeqCst);
-    arrive_if_awaited();
+    protocol::enter_safe(&WORLD, &record.core, || record.publish(sp, regs, None));
 }
 
 /// Leaves a safe region: blocks while the world is stopped (or a handshake holds the thread),
-/// then [`RUNNING`].
+/// then [`RUNNING`]; stops at once if a stop came while it was leaving.
 pub fn leave_safe(record: &StopRecord) {
-    resume(record, SAFE);
+    if protocol::leave_safe(&WORLD, &record.core) {
+        stop_here(record);
+    }
 }
 
 /// The thread is gone for good (it exits, or detaches): blocks while the world is stopped
 /// or a handshake holds it — its stack must stay until the stopper lets go — then
 /// [`FINISHED`]. Call it from [`SAFE`].
 pub fn finish(record: &StopRecord) {
-    loop {
-        wait_while_held(record);
-        record.state.store(FINISHED, Ordering::SeqCst);
-        if !record.must_stay() {
-            return;
-        }
-        record.state.store(SAFE, Ordering::SeqCst);
-        arrive();
-    }
+    protocol::finish(&WORLD, &record.core);
 }
 
 /// Stops the calling thread here (a poll found a stop or a hold): publishes its registers and
 /// stack pointer, reports to the stopper, waits until let go, then [`RUNNING`].
+#[inline(never)]
 pub fn stop_here(record: &StopRecord) {
     // It waits inside the closure: the spill itself lies in its scan range.
     with_registers_spilled(|spill| {
-        record.publish(spill.at, &spill.regs, None);
-        record.state.store(STOPPED_POLL, Ordering::SeqCst);
-        arrive();
-        resume(record, STOPPED_POLL);
+        protocol::stop_here(&WORLD, &record.core, || {
+            record.publish(spill.at, &spill.regs, None)
+        });
     });
 }
 
-/// Whether the calling thread must stop at its poll: the world stops, or a hold is on it.
+/// The poll's decision: whether the calling thread must stop here. A thread in a safe region
+/// stays safe; inside a no-stop section the stop is taken at the section's end.
 pub fn must_stop(record: &StopRecord) -> bool {
-    record.must_stay()
+    protocol::poll(&WORLD, &record.core)
 }
 
-fn arrive_if_awaited() {
-    if stopping(WORLD.load(Ordering::SeqCst)) {
-        arrive();
-    }
+/// Whether the thread must stay where it is (the world stops, or a hold is on it).
+pub fn must_stay(record: &StopRecord) -> bool {
+    protocol::must_stay(&WORLD, &record.core)
 }
 
-fn wait_while_held(record: &StopRecord) {
-    loop {
-        let w = WORLD.load(Ordering::SeqCst);
-        if stopping(w) && !record.exempt() {
-            futex_wait(&WORLD, w, None);
-            continue;
-        }
-        let h = record.hold.load(Ordering::SeqCst);
-        if h != 0 {
-            futex_wait(&record.hold, h, None);
-            continue;
-        }
-        return;
-    }
+/// Enters a no-stop section on `record` (the calling thread's): the stop signal does not
+/// stop the thread until the matching [`no_stop_exit`]. Sections nest.
+#[inline]
+pub fn no_stop_enter(record: &StopRecord) {
+    protocol::critical_enter(&record.core);
 }
 
-/// The one way back to [`RUNNING`]: wait, store `RUNNING`, check again; a stop or a hold
-/// that came meanwhile sends the thread back to `resting` (where a stopper counts it).
-fn resume(record: &StopRecord, resting: u32) {
-    loop {
-        wait_while_held(record);
-        record.state.store(RUNNING, Ordering::SeqCst);
-        if !record.must_stay() {
-            return;
-        }
-        record.state.store(resting, Ordering::SeqCst);
-        arrive();
+/// Leaves a no-stop section; the outermost one stops the thread now if the signal found a
+/// stop inside it that is still on.
+#[inline]
+pub fn no_stop_exit(record: &StopRecord) {
+    if protocol::critical_exit(&WORLD, &record.core) {
+        stop_here(record);
     }
-}
-
-use crate::futex::{wait as futex_wait, wake as futex_wake};
-
-// ---- the stop signal ----
-
-static STOP_SIGNAL: AtomicI32 = AtomicI32::new(0);
-
-/// The stop signal installed; the previous action is put back on drop.
-#[derive(Debug)]
-pub struct StopSignal {
-    signo: c_int,
-    previous: SavedAction,
-}
-
-#[derive(Clone, Copy)]
-struct SavedAction(libc::sigaction);
-
-impl std::fmt::Debug for SavedAction {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("sigaction")
-    }
-}
-
-/// Why the stop signal was not installed.
-#[derive(Debug, thiserror::Error)]
-pub enum StopSignalError {
-    /// Not a real-time signal of this system.
-    #[error("signal {0} is not a real-time signal (SIGRTMIN {min} .. SIGRTMAX {max})", min = libc::SIGRTMIN(), max = libc::SIGRTMAX())]
-    NotRealTime(c_int),
-    /// The process has a handler for it already.
-    #[error("signal {0} already has a handler in this process")]
-    InUse(c_int),
-    /// `sigaction` failed.
-    #[error("sigaction({0}) failed: {1}")]
-    Sigaction(c_int, Errno),
-}
-
-/// Installs the stop signal's handler for `signo` (a real-time signal without a handler yet):
-/// `SA_SIGINFO | SA_RESTART`, never `SA_ONSTACK` (the context must be saved on the thread's
-/// own stack, inside its scan range).
-pub fn install_stop_signal(signo: c_int) -> std::result::Result<StopSignal, StopSignalError> {
-    if !(libc::SIGRTMIN()..=libc::SIGRTMAX()).contains(&signo) {
-        return Err(StopSignalError::NotRealTime(signo));
-    }
-    // SAFETY: zeroed sigactions are valid out-parameters; a NULL new action only queries.
-    let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
-    // SAFETY: `old` is a valid out-parameter.
-    if unsafe { libc::sigaction(signo, std::ptr::null(), &mut old) } != 0 {
-        return Err(StopSignalError::Sigaction(signo, Errno::last()));
-    }
-    if old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != on_stop_signal as *const () as usize
-    {
-        return Err(StopSignalError::InUse(signo));
-    }
-    // SAFETY: a zeroed sigaction is valid; the fields are filled in below.
-    let mut a: libc::sigaction = unsafe { std::mem::zeroed() };
-    a.sa_sigaction = on_stop_signal as *const () as usize;
-    a.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
-    // SAFETY: `a.sa_mask` is a valid sigset_t to empty.
-    unsafe { libc::sigemptyset(&mut a.sa_mask) };
-    // SAFETY: installs a handler of this library (linked -z nodelete: it stays loaded).
-    if unsafe { libc::sigaction(signo, &a, std::ptr::null_mut()) } != 0 {
-        return Err(StopSignalError::Sigaction(signo, Errno::last()));
-    }
-    STOP_SIGNAL.store(signo, Ordering::Release);
-    Ok(StopSignal {
-        signo,
-        previous: SavedAction(old),
-    })
-}
-
-impl StopSignal {
-    /// The signal.
-    pub fn signo(&self) -> c_int {
-        self.signo
-    }
-}
-
-impl Drop for StopSignal {
-    fn drop(&mut self) {
-        STOP_SIGNAL.store(0, Ordering::Release);
-        // SAFETY: puts back the action saved at install (SIG_DFL: the signal was unused).
-        unsafe { libc::sigaction(self.signo, &self.previous.0, std::ptr::null_mut()) };
-    }
-}
-
-/// Sends the stop signal to thread `tid` of this process. `ESRCH` if it is gone.
-pub fn send_stop_signal(tid: i32) -> std::result::Result<(), Errno> {
-    let signo = STOP_SIGNAL.load(Ordering::Acquire);
-    if signo == 0 {
-        return Err(Errno::ENOSYS);
-    }
-    // SAFETY: tgkill to a thread of this very process with the signal rtvm installed.
-    let rc = unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), tid, signo) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(Errno::last())
-    }
-}
-
-extern "C" fn on_stop_signal(_sig: c_int, _info: *mut libc::siginfo_t, ucontext: *mut c_void) {
-    let saved_errno = Errno::last_raw();
-    if let Some(record) = current() {
-        if record.state.load(Ordering::SeqCst) == RUNNING && record.must_stay() {
-            let marker = 0u8;
-            let sp = std::hint::black_box(&marker as *const u8 as usize);
-            let regs = registers_of(ucontext);
-            record.publish(sp, &regs, current_alt_stack(sp));
-            record.state.store(STOPPED_SIGNAL, Ordering::SeqCst);
-            arrive();
-            resume(record, STOPPED_SIGNAL);
-        }
-    }
-    Errno::set_raw(saved_errno);
 }
 
 /// The alternate signal stack, if `sp` lies on it.
@@ -612,33 +655,6 @@ fn current_alt_stack(sp: usize) -> Option<(usize, usize)> {
     let start = ss.ss_sp as usize;
     let end = start + ss.ss_size;
     (start..end).contains(&sp).then_some((start, end))
-}
-
-#[cfg(target_arch = "x86_64")]
-fn registers_of(ucontext: *mut c_void) -> [usize; SAVED_REGISTERS] {
-    if ucontext.is_null() {
-        return [0; SAVED_REGISTERS];
-    }
-    // SAFETY: the kernel passes the interrupted context to an SA_SIGINFO handler.
-    let g = unsafe { &(*ucontext.cast::<libc::ucontext_t>()).uc_mcontext.gregs };
-    [
-        g[libc::REG_RBX as usize] as usize,
-        g[libc::REG_RBP as usize] as usize,
-        g[libc::REG_R12 as usize] as usize,
-        g[libc::REG_R13 as usize] as usize,
-        g[libc::REG_R14 as usize] as usize,
-        g[libc::REG_R15 as usize] as usize,
-    ]
-}
-
-#[cfg(target_arch = "aarch64")]
-fn registers_of(ucontext: *mut c_void) -> [usize; SAVED_REGISTERS] {
-    if ucontext.is_null() {
-        return [0; SAVED_REGISTERS];
-    }
-    // SAFETY: the kernel passes the interrupted context to an SA_SIGINFO handler.
-    let r = unsafe { &(*ucontext.cast::<libc::ucontext_t>()).uc_mcontext.regs };
-    std::array::from_fn(|i| r[19 + i] as usize)
 }
 
 #[cfg(test)]
@@ -700,8 +716,8 @@ mod tests {
     #[test]
     fn a_held_thread_stays_until_released() {
         static R: StopRecord = StopRecord::new();
-        R.reset(0);
-        R.set_hold(true);
+        R.reset(0, 0..0);
+        R.core.hold.store(1, Ordering::SeqCst);
         let t = std::thread::spawn(|| {
             set_current(Some(&R));
             leave_safe(&R);
@@ -709,7 +725,18 @@ mod tests {
         });
         std::thread::sleep(Duration::from_millis(50));
         assert_eq!(R.state(), SAFE, "held: it stays safe");
-        R.set_hold(false);
+        protocol::end_handshake(&R.core);
         assert_eq!(t.join().unwrap(), RUNNING);
+    }
+
+    #[test]
+    fn a_poll_inside_a_safe_region_leaves_it_safe() {
+        static R: StopRecord = StopRecord::new();
+        R.reset(0, 0..0);
+        R.core.hold.store(1, Ordering::SeqCst);
+        // In a safe region (the reset state) with a hold on: the poll does not stop.
+        assert!(!must_stop(&R));
+        assert_eq!(R.state(), SAFE);
+        R.core.hold.store(0, Ordering::SeqCst);
     }
 }

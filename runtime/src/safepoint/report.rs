@@ -1,0 +1,161 @@
+//! The threads a stop or a handshake waits for, as the kernel sees them: its scheduler
+//! state, the system call it is in, its signal mask, and where the stop signal found it — so
+//! a timeout names not only who did not stop but why (blocked inside the C library outside a
+//! safe region, blocking the signal, gone).
+
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+use rtvm_os_linux::procfs;
+use rtvm_os_linux::safepoint::{self as os, StopRecord};
+use rtvm_os_linux::Errno;
+
+use super::Member;
+
+/// A thread a stop still waits for, and how the stop signal fares with it.
+#[derive(Debug)]
+pub(super) struct Chase {
+    /// Its index among the stop's members.
+    pub(super) index: usize,
+    /// When to send it the stop signal (again).
+    pub(super) next: Instant,
+    /// The wait after the next signal.
+    pub(super) backoff: Duration,
+    /// Signals sent to it by this stop.
+    pub(super) sent: u32,
+    /// The last failure of `tgkill`.
+    pub(super) failed: Option<Errno>,
+}
+
+impl Chase {
+    pub(super) fn new(index: usize, first: Instant) -> Chase {
+        Chase {
+            index,
+            next: first,
+            backoff: Duration::from_micros(20),
+            sent: 0,
+            failed: None,
+        }
+    }
+}
+
+/// Whether thread `tid` is gone from the process.
+pub(super) fn vanished(tid: i32) -> bool {
+    tid > 0 && !procfs::task_exists(tid)
+}
+
+/// `"name" (tid N): S (sleeping), in system call 230, ...` — one thread that did not stop.
+pub(super) fn describe(name: &str, record: &StopRecord, chase: Option<&Chase>) -> String {
+    let tid = record.tid();
+    let mut s = format!("\"{name}\" (tid {tid}): ");
+    s.push_str(&kernel_view(record, chase));
+    s
+}
+
+/// What the kernel and the stop signal say about the thread of `record`.
+pub(super) fn kernel_view(record: &StopRecord, chase: Option<&Chase>) -> String {
+    let tid = record.tid();
+    let signo = os::stop_signal();
+    let mut s = String::new();
+    match procfs::task_report(tid) {
+        None => {
+            let _ = write!(s, "gone (no /proc/self/task/{tid})");
+        }
+        Some(k) => {
+            s.push_str(&k.state_words());
+            if let Some(n) = k.syscall {
+                let _ = write!(s, ", in system call {n}");
+            }
+            if let Some(w) = &k.wchan {
+                let _ = write!(s, ", waiting in {w}");
+            }
+            if signo != 0 && k.blocks(signo) {
+                let _ = write!(s, ", blocking the stop signal ({signo})");
+            }
+        }
+    }
+    let (hits, pc, in_syscall) = record.unsafe_stops();
+    if hits > 0 {
+        let at = os::code::describe(pc).unwrap_or_else(|| format!("{pc:#x}"));
+        let _ = write!(
+            s,
+            "; the stop signal found it {hits} time{} in {at}{}, where it may hold a process-wide lock (put blocking calls in a safe region)",
+            if hits == 1 { "" } else { "s" },
+            if in_syscall { " at a system call" } else { "" }
+        );
+    }
+    if let Some(c) = chase {
+        match c.failed {
+            Some(Errno::EAGAIN) => s.push_str(
+                "; the stop signal could not be queued (EAGAIN: the user's pending-signal limit, RLIMIT_SIGPENDING, is reached)",
+            ),
+            Some(e) => {
+                let _ = write!(s, "; tgkill failed: {}", rtvm_os_linux::strerror(e));
+            }
+            None if c.sent == 0 && signo != 0 && record.signal_outstanding() => {
+                s.push_str("; a stop signal sent earlier is still pending")
+            }
+            None if c.sent > 0 && record.signal_outstanding() => {
+                s.push_str("; the stop signal is pending, not handled")
+            }
+            None => {}
+        }
+    }
+    s
+}
+
+/// Every thread a stop still waits for, described.
+pub(super) fn describe_all(members: &[Member], chase: &[Chase]) -> Vec<String> {
+    chase
+        .iter()
+        .map(|c| {
+            let m = &members[c.index];
+            describe(&m.name.to_string_lossy(), &m.mutator.record, Some(c))
+        })
+        .collect()
+}
+
+/// `-XX:+SafepointTimeout`: HotSpot's report of the threads that have not reached the
+/// safepoint after `SafepointTimeoutDelay`, each with what the kernel says of it; with
+/// `-XX:+AbortVMOnSafepointTimeout` the process then ends with a fatal error, the first
+/// straggler sent `SIGABRT` so a core shows its stack.
+pub(super) fn safepoint_timeout(members: &[Member], chase: &[Chase], abort: bool) {
+    log::warn!(target: "safepoint", "# SafepointSynchronize::begin: Timeout detected:");
+    log::warn!(target: "safepoint", "# SafepointSynchronize::begin: Timed out while spinning to reach a safepoint.");
+    log::warn!(target: "safepoint", "# SafepointSynchronize::begin: Threads which did not reach the safepoint:");
+    for c in chase {
+        let m = &members[c.index];
+        let tid = m.mutator.record.tid();
+        log::warn!(
+            target: "safepoint",
+            "# \"{}\" #{} nid={tid:#x} runnable ({})",
+            m.name.to_string_lossy(),
+            m.mutator.id(),
+            kernel_view(&m.mutator.record, Some(c))
+        );
+    }
+    log::warn!(target: "safepoint", "# SafepointSynchronize::begin: (End of list)");
+    if abort {
+        let straggler = chase.first().map(|c| members[c.index].mutator.record.tid());
+        fatal(
+            &format!(
+                "Safepoint sync time longer than {}ms detected when executing a stop of the world.",
+                super::stress::timeout_delay_ms()
+            ),
+            straggler,
+        );
+    }
+}
+
+/// A fatal error of a diagnostic mode the operator asked for (`-XX:+AbortVMOnSafepointTimeout`,
+/// `-XX:HandshakeTimeout`, a failed `-XX:+SafepointALot` verification): HotSpot's error
+/// header on fd 2, then the process ends — by `SIGABRT` sent to `culprit` if there is one (a
+/// core then shows that thread's stack), else `abort()`.
+pub(crate) fn fatal(message: &str, culprit: Option<i32>) -> ! {
+    let text = format!(
+        "#\n# A fatal error has been detected by rtvm:\n#\n#  Internal Error (safepoint), pid={}, tid={}\n#  fatal error: {message}\n#\n",
+        std::process::id(),
+        rtvm_os_linux::system::current_tid()
+    );
+    rtvm_os_linux::system::abort_process(&text, culprit)
+}

@@ -1,0 +1,218 @@
+//! HotSpot's stress modes for the stop protocol, as diagnostic flags: `-XX:+SafepointALot`
+//! stops the world every `-XX:GuaranteedSafepointInterval` ms, `-XX:+HandshakeALot` sends a
+//! no-op handshake to every mutator in turn each interval — both from one service thread
+//! ("VM Periodic Task Thread"), and both verify what they got: no stopped thread is running,
+//! every scan range lies on its thread's stack (or the other stack it was found on), and what
+//! a stopped thread published stays as it was while it is stopped. A failed check is a fatal
+//! error (the operator asked for the check), as a HotSpot debug build's assertion would be.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use rtvm_os_linux::safepoint as os;
+
+use super::report::fatal;
+use super::{Safepoints, StopHow, StoppedThread};
+use crate::threads::{self, Body, Registry, StackPolicy, ThreadError, ThreadKind, VmThread};
+
+/// `-XX:SafepointTimeoutDelay`, for the fatal error's words.
+static TIMEOUT_DELAY_MS: AtomicU64 = AtomicU64::new(10_000);
+
+pub(super) fn timeout_delay_ms() -> u64 {
+    TIMEOUT_DELAY_MS.load(Ordering::Relaxed)
+}
+
+/// Remembers `-XX:SafepointTimeoutDelay` for the reports.
+pub(crate) fn set_timeout_delay_ms(ms: u64) {
+    TIMEOUT_DELAY_MS.store(ms, Ordering::Relaxed);
+}
+
+/// What the stress thread does.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct StressConfig {
+    /// `-XX:+SafepointALot`.
+    pub(crate) safepoints: bool,
+    /// `-XX:+HandshakeALot`.
+    pub(crate) handshakes: bool,
+    /// `-XX:GuaranteedSafepointInterval`.
+    pub(crate) interval: Duration,
+}
+
+#[derive(Debug, Default)]
+struct Shared {
+    stop: Mutex<bool>,
+    cv: Condvar,
+}
+
+/// The running stress thread.
+#[derive(Debug)]
+pub(crate) struct Stress {
+    shared: Arc<Shared>,
+    thread: Option<VmThread>,
+}
+
+impl Stress {
+    /// Starts the stress thread.
+    pub(crate) fn start(
+        registry: &Arc<Registry>,
+        policy: &StackPolicy,
+        config: StressConfig,
+    ) -> Result<Stress, ThreadError> {
+        let shared = Arc::new(Shared::default());
+        let s = Arc::clone(&shared);
+        let safepoints = Arc::clone(registry.safepoints_arc());
+        log::info!(
+            target: "safepoint",
+            "Stress: {}{}every {} ms",
+            if config.safepoints { "SafepointALot, " } else { "" },
+            if config.handshakes { "HandshakeALot, " } else { "" },
+            config.interval.as_millis()
+        );
+        let body = Body::Rust(Box::new(move || run(&safepoints, &s, config)));
+        let thread = threads::spawn(
+            registry,
+            policy,
+            "VM Periodic Task Thread",
+            ThreadKind::Service,
+            None,
+            false,
+            body,
+        )?;
+        Ok(Stress {
+            shared,
+            thread: Some(thread),
+        })
+    }
+
+    /// Stops and joins the thread.
+    pub(crate) fn stop(mut self) -> Option<String> {
+        *self.shared.stop.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        self.shared.cv.notify_all();
+        self.thread.take()?.join().err().map(|e| e.to_string())
+    }
+}
+
+/// How long a stress stop waits (a straggler is reported by `-XX:+SafepointTimeout` first).
+const STRESS_TIMEOUT: Duration = Duration::from_secs(60);
+
+fn run(safepoints: &Arc<Safepoints>, shared: &Shared, config: StressConfig) {
+    let mut stopped = shared.stop.lock().unwrap_or_else(|p| p.into_inner());
+    loop {
+        let (next, _) = shared
+            .cv
+            .wait_timeout(stopped, config.interval.max(Duration::from_micros(100)))
+            .unwrap_or_else(|p| p.into_inner());
+        stopped = next;
+        if *stopped {
+            return;
+        }
+        drop(stopped);
+        if config.safepoints {
+            match safepoints.stop_the_world("Cleanup", STRESS_TIMEOUT) {
+                Ok(world) => {
+                    let views: Vec<StoppedThread<'_>> = world.threads().collect();
+                    verify_stopped(&views);
+                    drop(views);
+                    drop(world);
+                }
+                Err(e) => log::warn!(target: "safepoint", "SafepointALot: {e}"),
+            }
+        }
+        if config.handshakes {
+            for id in safepoints.member_ids() {
+                let r = safepoints.handshake(
+                    id,
+                    "HandshakeALot",
+                    STRESS_TIMEOUT,
+                    Box::new(|t: &StoppedThread<'_>| verify_handshake(t)),
+                );
+                match r {
+                    Ok(()) | Err(super::SafepointError::NoSuchThread { .. }) => {}
+                    Err(e) => log::warn!(target: "handshake", "HandshakeALot: {e}"),
+                }
+            }
+        }
+        stopped = shared.stop.lock().unwrap_or_else(|p| p.into_inner());
+    }
+}
+
+fn describe(t: &StoppedThread<'_>) -> String {
+    format!("\"{}\" (tid {})", t.name(), t.tid())
+}
+
+/// The checks of a stop (see the module); a failure ends the process.
+fn verify_stopped(threads: &[StoppedThread<'_>]) {
+    let before: Vec<(usize, [usize; os::SAVED_REGISTERS])> = threads
+        .iter()
+        .map(|t| (t.scan().start, *t.registers()))
+        .collect();
+    for t in threads {
+        check_ranges(t, "SafepointALot");
+    }
+    // What a stopped thread published must not move while it is stopped.
+    std::thread::sleep(Duration::from_micros(50));
+    for (t, (sp, regs)) in threads.iter().zip(&before) {
+        let now = super::view_again(t);
+        if now.scan().start != *sp || now.registers() != regs {
+            fatal(
+                &format!(
+                    "SafepointALot: {} changed its published state while stopped",
+                    describe(t)
+                ),
+                None,
+            );
+        }
+        if now.state_running() {
+            fatal(
+                &format!(
+                    "SafepointALot: {} is running while the world is stopped",
+                    describe(t)
+                ),
+                Some(t.tid()),
+            );
+        }
+    }
+}
+
+fn check_ranges(t: &StoppedThread<'_>, what: &str) {
+    let stack = t.stack();
+    let scan = t.scan();
+    let inside = scan.is_empty() || (stack.start <= scan.start && scan.end <= stack.end);
+    if !inside {
+        fatal(
+            &format!(
+                "{what}: {}'s scan range {:#x}-{:#x} lies outside its stack {:#x}-{:#x}",
+                describe(t),
+                scan.start,
+                scan.end,
+                stack.start,
+                stack.end
+            ),
+            None,
+        );
+    }
+    if let Some((r, _)) = t.other_stack() {
+        if r.start > r.end {
+            fatal(
+                &format!("{what}: {}'s other stack is reversed", describe(t)),
+                None,
+            );
+        }
+    }
+}
+
+/// The checks of a handshake's operation: the target is not running the embedder's code
+/// unless it runs the operation itself, at its poll.
+fn verify_handshake(t: &StoppedThread<'_>) {
+    check_ranges(t, "HandshakeALot");
+    if t.how() != StopHow::Poll && super::view_again(t).state_running() {
+        fatal(
+            &format!(
+                "HandshakeALot: {} is running during its handshake",
+                describe(t)
+            ),
+            Some(t.tid()),
+        );
+    }
+}
