@@ -171,6 +171,8 @@ pub fn idle_threads(vm: &Vm, args: &[String]) -> MainResult {
     writeln!(out, "{line}").and_then(|()| out.flush())?;
     drop(out);
     if !hold.is_zero() {
+        // A sleep inside the C library: in a safe region, or every stop would wait for it.
+        let _safe = vm.enter_safe_region();
         std::thread::sleep(hold);
     }
     parked.stop()
