@@ -75,7 +75,17 @@ impl Output {
                 let _inside = InHook::enter();
                 hook(stream, text)
             }
+            None if rtvm_os_linux::safepoint::stopping(rtvm_os_linux::safepoint::world()) => {
+                // While the world is stopped a mutator may be stopped inside the embedder's
+                // own print, holding std's stdout lock: write the file descriptor directly.
+                let fd = match stream {
+                    Stream::Stdout => 1,
+                    Stream::Stderr => 2,
+                };
+                rtvm_os_linux::system::write_fd(fd, text.as_bytes());
+            }
             None => {
+                let _no_stop = rtvm_os_linux::safepoint::NoStop::enter();
                 let _ = match stream {
                     Stream::Stdout => {
                         let mut out = std::io::stdout().lock();

@@ -641,6 +641,39 @@ pub fn no_stop_exit(record: &StopRecord) {
     }
 }
 
+/// A no-stop section on the calling thread, if it has a record (nothing otherwise), left
+/// when dropped — on the same thread (not `Send`).
+#[derive(Debug)]
+#[must_use = "the section ends when the guard is dropped"]
+pub struct NoStop {
+    record: Option<&'static StopRecord>,
+    _not_send: std::marker::PhantomData<*const ()>,
+}
+
+impl NoStop {
+    /// Enters a no-stop section ([`no_stop_enter`]) on the calling thread.
+    #[inline]
+    pub fn enter() -> NoStop {
+        let record = current();
+        if let Some(r) = record {
+            no_stop_enter(r);
+        }
+        NoStop {
+            record,
+            _not_send: std::marker::PhantomData,
+        }
+    }
+}
+
+impl Drop for NoStop {
+    #[inline]
+    fn drop(&mut self) {
+        if let Some(r) = self.record {
+            no_stop_exit(r);
+        }
+    }
+}
+
 /// The alternate signal stack, if `sp` lies on it.
 fn current_alt_stack(sp: usize) -> Option<(usize, usize)> {
     // SAFETY: a zeroed stack_t is a valid out-parameter; a NULL new stack only queries

@@ -26,28 +26,38 @@
 //! | `stop` | [`WorldStopped`]: arm, wait, signal the stragglers (again), resume; `-Xlog:safepoint` |
 //! | `report` | the stragglers as the kernel sees them (`/proc`): state, system call, signals |
 //! | `handshake` | one thread at a time: run by it at its poll, or for it while it is safe |
-//! | `stress` | `-XX:+SafepointALot`, `-XX:+HandshakeALot`: stops and handshakes that verify |
+//! | `view` | [`StoppedThread`]: how it stopped, its scan ranges, its registers |
+//! | `nostop` | [`NoAsyncStop`], and rtvm's own locks held inside one |
+//!
+//! `-XX:+SafepointALot` and `-XX:+HandshakeALot` (stops and handshakes that verify) are the
+//! VM's stress thread (`vm/stress.rs`), built on this module.
 //!
 //! [`VmHandle::spawn`]: crate::VmHandle::spawn
 
 mod handshake;
+mod nostop;
 mod ops;
 mod pool;
-mod report;
+pub(crate) mod report;
 mod stop;
-pub(crate) mod stress;
+mod view;
 
 use std::cell::Cell;
 use std::ffi::CStr;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rtvm_os_linux::safepoint::{self as os, OtherStack, StopRecord, SAVED_REGISTERS};
+use rtvm_os_linux::safepoint::{self as os, SAVED_REGISTERS};
 
+pub use nostop::{declare_code, forget_code, CodeError, CodeKind, NoAsyncStop};
+pub(crate) use nostop::{lock, Locked};
 pub(crate) use pool::Mutator;
 pub use stop::WorldStopped;
+pub(crate) use view::view_again;
+use view::view_of;
+pub use view::{StackKind, StopHow, StoppedThread};
 
 /// Non-zero while a stop or a handshake is pending anywhere: the word `rtvm.h`'s inline
 /// `rtvm_safepoint_poll()` reads before it takes the slow path.
@@ -80,254 +90,6 @@ fn poll_slow(m: &'static Mutator) {
     if os::must_stop(&m.record) {
         os::stop_here(&m.record);
     }
-}
-
-/// A section of a mutator's code the stop signal does not stop it in
-/// (`rtvm_async_stop_disable`/`_enable` in C): the thread may be running code that holds a
-/// lock a collector needs while the world is stopped, or that has allocated an object a
-/// conservative scan cannot see yet (between the allocation and the metadata that marks it).
-/// A stop that finds the thread inside waits for its end, where the thread stops as at a
-/// poll. Sections nest; they cost two thread-local accesses. rtvm's own locks are held inside
-/// one. Keep them short: a stop waits for them. Nothing on a thread that is not a mutator.
-/// Not `Send`: the thread that entered leaves.
-#[derive(Debug)]
-#[must_use = "the section ends when the guard is dropped"]
-pub struct NoAsyncStop {
-    record: Option<&'static StopRecord>,
-    _not_send: std::marker::PhantomData<*const ()>,
-}
-
-impl NoAsyncStop {
-    /// Enters a no-stop section on the calling thread.
-    #[inline]
-    pub fn enter() -> NoAsyncStop {
-        let record = os::current();
-        if let Some(r) = record {
-            os::no_stop_enter(r);
-        }
-        NoAsyncStop {
-            record,
-            _not_send: std::marker::PhantomData,
-        }
-    }
-}
-
-impl Drop for NoAsyncStop {
-    #[inline]
-    fn drop(&mut self) {
-        if let Some(r) = self.record {
-            os::no_stop_exit(r);
-        }
-    }
-}
-
-pub use rtvm_os_linux::safepoint::code::{CodeError, CodeKind};
-
-/// Declares the code in `range` (process-wide, for every VM): [`CodeKind::NoStop`] for code
-/// of the embedder's that may hold a lock a collector needs while the world is stopped (a
-/// statically linked allocator, a runtime's own locks) — the stop signal never stops a thread
-/// there; [`CodeKind::Stoppable`] for code that must be stoppable although it lies among
-/// no-stop code (a declaration wins over the system objects rtvm finds itself: the C
-/// library, the dynamic linker, the unwinder, libstdc++, known allocators, rtvm as a shared
-/// object). Declaring the same range again replaces its kind.
-pub fn declare_code(range: Range<usize>, kind: CodeKind) -> Result<(), CodeError> {
-    os::code::declare(range, kind)
-}
-
-/// Forgets a range declared with [`declare_code`] (code unloaded, JIT code freed). Returns
-/// whether it was declared.
-pub fn forget_code(range: Range<usize>) -> bool {
-    os::code::forget(range)
-}
-
-/// A mutex guard held inside a no-stop section: how rtvm takes its own locks on paths a
-/// mutator runs (a stopper or a collector may need the same lock while the world is
-/// stopped). Poisoning is ignored (the data is consistent between statements).
-pub(crate) struct Locked<'a, T> {
-    guard: MutexGuard<'a, T>,
-    _no_stop: NoAsyncStop,
-}
-
-impl<T> std::ops::Deref for Locked<'_, T> {
-    type Target = T;
-    fn deref(&self) -> &T {
-        &self.guard
-    }
-}
-
-impl<T> std::ops::DerefMut for Locked<'_, T> {
-    fn deref_mut(&mut self) -> &mut T {
-        &mut self.guard
-    }
-}
-
-impl<'a, T> Locked<'a, T> {
-    /// Hands the guard to `f` (a wait on a condition variable) and takes back what it returns;
-    /// the no-stop section stays entered. A mutator waits so only inside a safe region.
-    pub(crate) fn map_guard(
-        self,
-        f: impl FnOnce(MutexGuard<'a, T>) -> MutexGuard<'a, T>,
-    ) -> Locked<'a, T> {
-        let Locked { guard, _no_stop } = self;
-        Locked {
-            guard: f(guard),
-            _no_stop,
-        }
-    }
-}
-
-/// Locks `m` inside a no-stop section (see [`Locked`]).
-pub(crate) fn lock<T>(m: &Mutex<T>) -> Locked<'_, T> {
-    let no_stop = NoAsyncStop::enter();
-    Locked {
-        guard: m.lock().unwrap_or_else(|p| p.into_inner()),
-        _no_stop: no_stop,
-    }
-}
-
-/// How a thread was found stopped.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum StopHow {
-    /// At a poll ([`safepoint_poll`]); its registers are spilled in its scan range.
-    Poll,
-    /// In a safe region (entered by the embedder, or one of rtvm's own waits).
-    SafeRegion,
-    /// By the stop signal, in its handler; the kernel saved its context in its scan range.
-    Signal,
-}
-
-impl StopHow {
-    fn of(state: u32) -> StopHow {
-        match state {
-            os::STOPPED_POLL => StopHow::Poll,
-            os::STOPPED_SIGNAL => StopHow::Signal,
-            _ => StopHow::SafeRegion,
-        }
-    }
-
-    /// The C code (`RTVM_STOPPED_POLL`, `_SAFE_REGION`, `_SIGNAL`).
-    pub fn code(self) -> i32 {
-        match self {
-            StopHow::Poll => 1,
-            StopHow::SafeRegion => 2,
-            StopHow::Signal => 3,
-        }
-    }
-}
-
-/// The stack a stopped thread was found on when it was not its own.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum StackKind {
-    /// Its alternate signal stack (inside an `SA_ONSTACK` handler).
-    SignalStack,
-    /// A stack it declared ([`VmHandle::set_current_fiber`](crate::VmHandle::set_current_fiber)).
-    Fiber,
-    /// A stack nobody declared: the mapping that holds its stack pointer, from there up.
-    Unknown,
-}
-
-impl StackKind {
-    /// The C code (`RTVM_STACK_SIGNAL`, `_FIBER`, `_UNKNOWN`; 0 for none).
-    pub fn code(self) -> i32 {
-        match self {
-            StackKind::SignalStack => 1,
-            StackKind::Fiber => 2,
-            StackKind::Unknown => 3,
-        }
-    }
-}
-
-/// A stopped (or safe) thread, as a collector needs it.
-#[derive(Clone, Debug)]
-pub struct StoppedThread<'a> {
-    record: &'static StopRecord,
-    id: u64,
-    tid: i32,
-    name: &'a CStr,
-    how: StopHow,
-    scan: Range<usize>,
-    other: Option<(Range<usize>, StackKind)>,
-    registers: [usize; SAVED_REGISTERS],
-    stack: Range<usize>,
-}
-
-impl StoppedThread<'_> {
-    /// The VM thread id (`VmThread::info().id`).
-    pub fn id(&self) -> u64 {
-        self.id
-    }
-
-    /// The kernel thread id.
-    pub fn tid(&self) -> i32 {
-        self.tid
-    }
-
-    /// The thread's name.
-    pub fn name(&self) -> &str {
-        self.name.to_str().unwrap_or("?")
-    }
-
-    pub(crate) fn c_name(&self) -> &CStr {
-        self.name
-    }
-
-    /// How it stopped.
-    pub fn how(&self) -> StopHow {
-        self.how
-    }
-
-    /// The conservative scan range on the thread's own stack, `[sp, base)`: for a thread
-    /// stopped at a poll or by the signal it holds every value the thread had in a register
-    /// too; for a thread in a safe region it starts where the region was entered (the
-    /// registers it had then are [`registers`](Self::registers)). Empty for a thread that has
-    /// not begun its body. A thread found on another stack ([`other_stack`](Self::other_stack))
-    /// is scanned over its whole usable stack here (where it left it is not known).
-    pub fn scan(&self) -> Range<usize> {
-        self.scan.clone()
-    }
-
-    /// The part in use of the stack the thread was found on, `[sp, end)`, and what that stack
-    /// is — when it is not the thread's own: its alternate signal stack, a fiber it declared,
-    /// or an unknown stack (the readable mapping that holds its stack pointer). Scan it too.
-    pub fn other_stack(&self) -> Option<(Range<usize>, StackKind)> {
-        self.other.clone()
-    }
-
-    /// The part in use of the alternate signal stack, `[sp, end)`, if the thread was on it.
-    pub fn alt_stack(&self) -> Option<Range<usize>> {
-        match &self.other {
-            Some((r, StackKind::SignalStack)) => Some(r.clone()),
-            _ => None,
-        }
-    }
-
-    /// Every range to scan: [`scan`](Self::scan) and, if any, the other stack's part.
-    pub fn scan_ranges(&self) -> impl Iterator<Item = Range<usize>> + '_ {
-        std::iter::once(self.scan.clone()).chain(self.other.iter().map(|(r, _)| r.clone()))
-    }
-
-    /// The callee-saved registers as published (x86-64: rbx, rbp, r12–r15; aarch64:
-    /// x19–x30): at the poll, at the safe region's entry, or from the signal's context.
-    pub fn registers(&self) -> &[usize; SAVED_REGISTERS] {
-        &self.registers
-    }
-
-    /// The thread's usable stack.
-    pub fn stack(&self) -> Range<usize> {
-        self.stack.clone()
-    }
-
-    /// Whether the thread is running now (a verification's question: never, while stopped).
-    pub(crate) fn state_running(&self) -> bool {
-        self.record.state() == os::RUNNING
-    }
-}
-
-/// `t` as its record says now (a verification reads it twice).
-pub(crate) fn view_again<'a>(t: &StoppedThread<'a>) -> StoppedThread<'a> {
-    view_of(t.id, t.record, t.name, &t.stack, t.how, None)
 }
 
 /// Why a stop or a handshake did not happen.
@@ -387,61 +149,6 @@ pub(crate) struct Member {
     pub(crate) mutator: &'static Mutator,
     pub(crate) name: Arc<CStr>,
     pub(crate) stack: Range<usize>,
-}
-
-impl Member {
-    fn view(&self, how: StopHow) -> StoppedThread<'_> {
-        view_of(
-            self.mutator.id(),
-            &self.mutator.record,
-            &self.name,
-            &self.stack,
-            how,
-            None,
-        )
-    }
-}
-
-/// The view of a thread: what its record published, or `published` (a spill taken just now
-/// by the thread itself: `(sp, registers)`, on its own stack).
-fn view_of<'a>(
-    id: u64,
-    record: &'static StopRecord,
-    name: &'a CStr,
-    stack: &Range<usize>,
-    how: StopHow,
-    published: Option<(usize, [usize; SAVED_REGISTERS])>,
-) -> StoppedThread<'a> {
-    let (sp, other, registers) = match published {
-        Some((sp, regs)) => (sp, None, regs),
-        None => (record.sp(), record.other_stack(), record.registers()),
-    };
-    let tid = record.tid();
-    // A published address may be that of a byte: scan from the word it lies in.
-    let sp = sp & !(std::mem::size_of::<usize>() - 1);
-    let (scan, other) = match other {
-        Some(OtherStack::SignalStack(_, end)) => {
-            (stack.clone(), Some((sp..end, StackKind::SignalStack)))
-        }
-        Some(OtherStack::Fiber(_, end)) => (stack.clone(), Some((sp..end, StackKind::Fiber))),
-        None if sp == 0 => (stack.end..stack.end, None),
-        None if stack.contains(&sp) => (sp..stack.end, None),
-        Some(OtherStack::Unknown) | None => {
-            let end = rtvm_os_linux::procfs::readable_mapping_end(sp).unwrap_or(sp);
-            (stack.clone(), Some((sp..end, StackKind::Unknown)))
-        }
-    };
-    StoppedThread {
-        record,
-        id,
-        tid,
-        name,
-        how,
-        scan,
-        other,
-        registers,
-        stack: stack.clone(),
-    }
 }
 
 /// How stops behave, from the flags.

@@ -4,6 +4,7 @@
 //! safe region, blocking the signal, gone).
 
 use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use rtvm_os_linux::procfs;
@@ -11,6 +12,18 @@ use rtvm_os_linux::safepoint::{self as os, StopRecord};
 use rtvm_os_linux::Errno;
 
 use super::Member;
+
+/// `-XX:SafepointTimeoutDelay`, for the fatal error's words.
+static TIMEOUT_DELAY_MS: AtomicU64 = AtomicU64::new(10_000);
+
+fn timeout_delay_ms() -> u64 {
+    TIMEOUT_DELAY_MS.load(Ordering::Relaxed)
+}
+
+/// Remembers `-XX:SafepointTimeoutDelay` for the reports.
+pub(crate) fn set_timeout_delay_ms(ms: u64) {
+    TIMEOUT_DELAY_MS.store(ms, Ordering::Relaxed);
+}
 
 /// A thread a stop still waits for, and how the stop signal fares with it.
 #[derive(Debug)]
@@ -140,7 +153,7 @@ pub(super) fn safepoint_timeout(members: &[Member], chase: &[Chase], abort: bool
         fatal(
             &format!(
                 "Safepoint sync time longer than {}ms detected when executing a stop of the world.",
-                super::stress::timeout_delay_ms()
+                timeout_delay_ms()
             ),
             straggler,
         );

@@ -8,6 +8,12 @@ use rtvm_os_linux::{Errno, StackLayout};
 
 use crate::safepoint;
 
+thread_local! {
+    /// The attached thread's own signal mask, put back when it detaches. Plain data.
+    static CALLER_MASK: std::cell::Cell<Option<rtvm_os_linux::safepoint::SignalMask>> =
+        const { std::cell::Cell::new(None) };
+}
+
 use super::{NewThread, Registry, StackBounds, ThreadError, ThreadInfo, ThreadKind, ThreadState};
 
 impl Registry {
@@ -75,6 +81,11 @@ impl Registry {
             });
         }
         self.set_current(Some(info.id));
+        // While attached, the stop signal and the faults rtvm reports reach this thread
+        // whatever mask the host gave it (the signalfd idiom blocks everything); its own mask
+        // comes back at detach, as HotSpot restores an attached thread's caller mask.
+        let mask = rtvm_os_linux::safepoint::unblock_vm_signals(0);
+        CALLER_MASK.with(|c| c.set(Some(mask)));
         // The host's code goes on as a mutator (a stop of the world under way is waited for).
         safepoint::bind(mutator);
         safepoint::start_running(mutator);
@@ -100,6 +111,9 @@ impl Registry {
                     // Detaching waits while the world is stopped.
                     safepoint::finish(m);
                     safepoint::unbind();
+                }
+                if let Some(mask) = CALLER_MASK.with(|c| c.take()) {
+                    mask.restore();
                 }
                 self.set_current(None);
                 self.remove(me.id);

@@ -11,6 +11,7 @@ use rtvm_flags::{flag, Phase, PrintWhich, Settings, StopReason};
 use rtvm_os_linux::pages::PageInfo;
 use rtvm_os_linux::signals;
 
+use super::stress::{Stress, StressConfig};
 use super::{ProcessState, Vm, VmHandle, VmInner};
 use crate::args::{parse_options, InitArgs};
 use crate::ergonomics::{self, Machine};
@@ -19,7 +20,6 @@ use crate::heap::{Heap, HeapError};
 use crate::lifecycle::Singleton;
 use crate::memory::MemoryRegistry;
 use crate::output::{Output, OutputWriter, Stream};
-use crate::safepoint::stress::{Stress, StressConfig};
 use crate::safepoint::SafepointConfig;
 use crate::service::context::{CommandLine, Context};
 use crate::service::Service;
@@ -149,7 +149,7 @@ pub(super) fn create(args: InitArgs) -> Result<Vm, CreateError> {
         policy.stacks.cache_size,
     ));
     let timeout_delay = flags.get(flag::SafepointTimeoutDelay).max(0) as u64;
-    crate::safepoint::stress::set_timeout_delay_ms(timeout_delay);
+    crate::safepoint::report::set_timeout_delay_ms(timeout_delay);
     registry.safepoints().configure(SafepointConfig {
         signals: process._stop.is_some(),
         grace: Duration::from_micros(flags.get(flag::SafepointSignalDelay).max(0) as u64),

@@ -23,6 +23,7 @@
 
 mod create;
 mod safepoints;
+mod stress;
 mod teardown;
 
 use std::fmt;
@@ -96,7 +97,7 @@ pub(crate) struct VmInner {
     /// collector's threads ([`VmHandle::add_shutdown_hook`]).
     pub(super) shutdown_hooks: Mutex<Vec<ShutdownHook>>,
     /// `-XX:+SafepointALot` / `-XX:+HandshakeALot`: the stress thread.
-    pub(super) stress: Mutex<Option<crate::safepoint::stress::Stress>>,
+    pub(super) stress: Mutex<Option<stress::Stress>>,
 }
 
 /// A shutdown hook ([`VmHandle::add_shutdown_hook`]).

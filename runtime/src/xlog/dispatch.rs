@@ -204,6 +204,9 @@ impl Log for Dispatcher {
         let Some(_dispatching) = Dispatching::enter() else {
             return;
         };
+        // The outputs' locks are held from here: a mutator is not stopped by the stop signal
+        // while it holds them (a stopper or a collector logs while the world is stopped).
+        let _no_stop = rtvm_os_linux::safepoint::NoStop::enter();
         // Held while the outputs write: the destroy waits for this call (module docs).
         let config = self.config.read().unwrap_or_else(|p| p.into_inner());
         let Some(live) = config.as_ref() else { return };

@@ -6,27 +6,14 @@
 //! a stopped thread published stays as it was while it is stopped. A failed check is a fatal
 //! error (the operator asked for the check), as a HotSpot debug build's assertion would be.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use rtvm_os_linux::safepoint as os;
 
-use super::report::fatal;
-use super::{Safepoints, StopHow, StoppedThread};
+use crate::safepoint::report::fatal;
+use crate::safepoint::{view_again, SafepointError, Safepoints, StopHow, StoppedThread};
 use crate::threads::{self, Body, Registry, StackPolicy, ThreadError, ThreadKind, VmThread};
-
-/// `-XX:SafepointTimeoutDelay`, for the fatal error's words.
-static TIMEOUT_DELAY_MS: AtomicU64 = AtomicU64::new(10_000);
-
-pub(super) fn timeout_delay_ms() -> u64 {
-    TIMEOUT_DELAY_MS.load(Ordering::Relaxed)
-}
-
-/// Remembers `-XX:SafepointTimeoutDelay` for the reports.
-pub(crate) fn set_timeout_delay_ms(ms: u64) {
-    TIMEOUT_DELAY_MS.store(ms, Ordering::Relaxed);
-}
 
 /// What the stress thread does.
 #[derive(Clone, Copy, Debug)]
@@ -128,7 +115,7 @@ fn run(safepoints: &Arc<Safepoints>, shared: &Shared, config: StressConfig) {
                     Box::new(|t: &StoppedThread<'_>| verify_handshake(t)),
                 );
                 match r {
-                    Ok(()) | Err(super::SafepointError::NoSuchThread { .. }) => {}
+                    Ok(()) | Err(SafepointError::NoSuchThread { .. }) => {}
                     Err(e) => log::warn!(target: "handshake", "HandshakeALot: {e}"),
                 }
             }
@@ -153,7 +140,7 @@ fn verify_stopped(threads: &[StoppedThread<'_>]) {
     // What a stopped thread published must not move while it is stopped.
     std::thread::sleep(Duration::from_micros(50));
     for (t, (sp, regs)) in threads.iter().zip(&before) {
-        let now = super::view_again(t);
+        let now = view_again(t);
         if now.scan().start != *sp || now.registers() != regs {
             fatal(
                 &format!(
@@ -206,7 +193,7 @@ fn check_ranges(t: &StoppedThread<'_>, what: &str) {
 /// unless it runs the operation itself, at its poll.
 fn verify_handshake(t: &StoppedThread<'_>) {
     check_ranges(t, "HandshakeALot");
-    if t.how() != StopHow::Poll && super::view_again(t).state_running() {
+    if t.how() != StopHow::Poll && view_again(t).state_running() {
         fatal(
             &format!(
                 "HandshakeALot: {} is running during its handshake",
