@@ -64,10 +64,24 @@ rtvm_testkit::tests!(
     a_hosts_sigquit_handler_runs_and_jcmd_still_works,
     c_stops_find_every_pointer_in_frames_at_o0,
     c_stops_find_every_pointer_in_registers_at_o2,
+    c_a_signal_during_enter_and_leave_keeps_the_published_registers,
     c_stops_while_threads_start_exit_attach_and_detach,
     c_stop_refusals_and_a_leave_that_waits,
     c_handshakes_by_the_target_and_by_the_caller,
     c_stops_under_xrs_time_out_on_a_thread_that_never_polls,
+    c_collectors_malloc_while_mutators_that_malloc_are_stopped,
+    c_a_world_stopped_on_one_thread_resumes_on_another,
+    c_a_thread_blocked_in_libc_is_named_with_its_proc_state,
+    c_a_handshake_op_may_enter_and_leave_a_safe_region,
+    c_a_stray_stop_signal_during_a_handshake_op,
+    c_a_poll_inside_a_safe_region_leaves_it_safe,
+    c_fibers_and_signal_stacks_report_where_the_thread_runs,
+    c_vm_threads_and_attached_threads_unblock_the_stop_signal,
+    c_an_overflow_under_an_inherited_full_mask_is_reported,
+    c_a_blocked_stop_signal_never_queues_up_nor_outlives_the_vm,
+    c_a_full_signal_queue_is_reported,
+    c_a_thread_gone_without_detaching_is_forgotten,
+    c_a_fork_during_a_stop_gets_efork_not_a_hang,
 );
 
 fn root() -> PathBuf {
@@ -361,6 +375,10 @@ fn c_stops_find_every_pointer_in_registers_at_o2() -> Outcome {
     safepoint_mode("world", true)
 }
 
+fn c_a_signal_during_enter_and_leave_keeps_the_published_registers() -> Outcome {
+    safepoint_mode("world-nodelay", true)
+}
+
 fn c_stops_while_threads_start_exit_attach_and_detach() -> Outcome {
     safepoint_mode("churn", true)
 }
@@ -375,6 +393,93 @@ fn c_handshakes_by_the_target_and_by_the_caller() -> Outcome {
 
 fn c_stops_under_xrs_time_out_on_a_thread_that_never_polls() -> Outcome {
     safepoint_mode("xrs", true)
+}
+
+fn collector_binary() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        compile(
+            &root().join("tests/c/collector_test.c"),
+            "collector_test",
+            Link::Shared,
+            &["-O2", "-pthread"],
+        )
+    })
+}
+
+fn collector_mode(mode: &str) -> Outcome {
+    c_toolchain()?;
+    let (code, out, err) = run(collector_binary(), &[mode]);
+    println!("{out}");
+    assert!(
+        code == 0 && out.contains(&format!("PASS {mode}")),
+        "collector_test {mode}: exit {code}\nstdout:\n{out}\nstderr:\n{err}"
+    );
+    Ok(())
+}
+
+fn c_collectors_malloc_while_mutators_that_malloc_are_stopped() -> Outcome {
+    collector_mode("malloc-stops")
+}
+
+fn c_a_world_stopped_on_one_thread_resumes_on_another() -> Outcome {
+    collector_mode("handoff")
+}
+
+fn c_a_thread_blocked_in_libc_is_named_with_its_proc_state() -> Outcome {
+    collector_mode("blocked-libc")
+}
+
+fn c_a_handshake_op_may_enter_and_leave_a_safe_region() -> Outcome {
+    collector_mode("handshake-region")
+}
+
+fn c_a_stray_stop_signal_during_a_handshake_op() -> Outcome {
+    collector_mode("handshake-stray")
+}
+
+fn c_a_poll_inside_a_safe_region_leaves_it_safe() -> Outcome {
+    collector_mode("poll-in-region")
+}
+
+fn c_fibers_and_signal_stacks_report_where_the_thread_runs() -> Outcome {
+    collector_mode("fiber")
+}
+
+fn c_vm_threads_and_attached_threads_unblock_the_stop_signal() -> Outcome {
+    collector_mode("inherited-mask")
+}
+
+fn c_an_overflow_under_an_inherited_full_mask_is_reported() -> Outcome {
+    c_toolchain()?;
+    let (code, out, err) = run(collector_binary(), &["overflow-masked"]);
+    assert!(
+        code != 0 && err.contains("stack overflow in thread \"C-OverflowMasked\""),
+        "exit {code}\nstdout:\n{out}\nstderr:\n{err}"
+    );
+    println!(
+        "{}",
+        err.lines()
+            .find(|l| l.contains("stack overflow"))
+            .unwrap_or("")
+    );
+    Ok(())
+}
+
+fn c_a_blocked_stop_signal_never_queues_up_nor_outlives_the_vm() -> Outcome {
+    collector_mode("blocked-signal")
+}
+
+fn c_a_full_signal_queue_is_reported() -> Outcome {
+    collector_mode("eagain")
+}
+
+fn c_a_thread_gone_without_detaching_is_forgotten() -> Outcome {
+    collector_mode("vanished")
+}
+
+fn c_a_fork_during_a_stop_gets_efork_not_a_hang() -> Outcome {
+    collector_mode("fork-in-region")
 }
 
 fn host_safety_binary() -> &'static Path {

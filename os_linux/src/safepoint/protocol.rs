@@ -224,6 +224,12 @@ pub fn unsend<P: Platform>(r: &Record<P>) {
     let _ = r.sig_sent.compare_exchange(sent, sent.wrapping_sub(1));
 }
 
+/// The signal counted as unhandled is gone (the thread's own `sigwait` took it): the counts
+/// start even again.
+pub fn resync<P: Platform>(r: &Record<P>) {
+    r.sig_sent.store(r.sig_seen.load());
+}
+
 /// Whether a signal sent to the thread is still unhandled.
 pub fn signal_outstanding<P: Platform>(r: &Record<P>) -> bool {
     r.sig_seen.load() != r.sig_sent.load()

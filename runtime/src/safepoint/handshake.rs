@@ -191,7 +191,13 @@ impl Safepoints {
                             chase.next = now + chase.backoff;
                             chase.backoff = (chase.backoff * 2).min(Duration::from_millis(1));
                         }
-                        SendOutcome::Outstanding => chase.next = now + chase.backoff,
+                        SendOutcome::Outstanding if report::signal_lost(&m.record) => {
+                            protocol::resync(core);
+                        }
+                        SendOutcome::Outstanding => {
+                            chase.next = now + chase.backoff;
+                            chase.backoff = (chase.backoff * 4).min(Duration::from_millis(50));
+                        }
                         SendOutcome::Failed(e) => {
                             chase.failed = Some(e);
                             chase.next = now + Duration::from_millis(1);

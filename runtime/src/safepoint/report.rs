@@ -57,6 +57,13 @@ pub(super) fn vanished(tid: i32) -> bool {
     tid > 0 && !procfs::task_exists(tid)
 }
 
+/// Whether the stop signal counted as sent to the thread of `record` and not yet handled is
+/// in fact gone: not pending for the thread (its own `sigwait` or `signalfd` took it).
+pub(super) fn signal_lost(record: &StopRecord) -> bool {
+    let signo = os::stop_signal();
+    signo != 0 && procfs::task_report(record.tid()).is_some_and(|k| !k.has_pending(signo))
+}
+
 /// `"name" (tid N): S (sleeping), in system call 230, ...` — one thread that did not stop.
 pub(super) fn describe(name: &str, record: &StopRecord, chase: Option<&Chase>) -> String {
     let tid = record.tid();

@@ -234,7 +234,14 @@ impl Safepoints {
                             c.next = now + c.backoff;
                             c.backoff = next_backoff(c.backoff, record.unsafe_stops().2);
                         }
-                        SendOutcome::Outstanding => c.next = now + c.backoff,
+                        SendOutcome::Outstanding if report::signal_lost(record) => {
+                            // Taken by the thread's own sigwait or signalfd: send another.
+                            os::protocol::resync(record.core());
+                        }
+                        SendOutcome::Outstanding => {
+                            c.next = now + c.backoff;
+                            c.backoff = next_backoff(c.backoff, true);
+                        }
                         SendOutcome::Failed(Errno::ESRCH) if report::vanished(record.tid()) => {
                             c.failed = Some(Errno::ESRCH);
                             if os::protocol::mark_vanished(record.core()) {

@@ -10,6 +10,9 @@
  *              in the registers it published); the counters do not move while stopped and
  *              move again after. Built twice by c_api.rs: -O0 (the pointer lives in the
  *              frame) and -O2 (it lives in registers).
+ *   world-nodelay  the same with -XX:SafepointSignalDelay=0: the stop signal reaches the
+ *              threads while they enter and leave their safe regions, and what they
+ *              published there (a value held only in a callee-saved register) must survive.
  *   churn      500 stops while VM threads start and exit and host threads attach and detach:
  *              no thread lost, none hung, nothing left registered.
  *   refusals   from the callback: stop, handshake and destroy are refused (RTVM_EINVAL); a
@@ -232,9 +235,11 @@ static void check_world(void *ctx, const rtvm_stopped_thread *ts, size_t n) {
     c->calls++;
 }
 
-static void mode_world(void) {
-    const char *opts[] = {"-Xmx16m", "-Xss512k"};
-    vm = create(opts, 2);
+/* extra: one more option (world-nodelay: -XX:SafepointSignalDelay=0, so the signal arrives
+ * while the threads enter and leave their safe regions), or NULL. */
+static void mode_world(const char *extra) {
+    const char *opts[] = {"-Xmx16m", "-Xss512k", extra};
+    vm = create(opts, extra ? 3 : 2);
     struct mutator ms[N_WORLD] = {
         {.kind = POLLS},        {.kind = POLLS},       {.kind = POLLS, .attached = 1},
         {.kind = NEVER_POLLS},  {.kind = NEVER_POLLS}, {.kind = NEVER_POLLS},
@@ -481,10 +486,12 @@ static void mode_xrs(void) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 2) FAIL("usage: safepoint_test world|churn|refusals|handshake|xrs");
+    if (argc != 2) FAIL("usage: safepoint_test world|world-nodelay|churn|refusals|handshake|xrs");
     const char *mode = argv[1];
     if (!strcmp(mode, "world")) {
-        mode_world();
+        mode_world(NULL);
+    } else if (!strcmp(mode, "world-nodelay")) {
+        mode_world("-XX:SafepointSignalDelay=0");
     } else if (!strcmp(mode, "churn")) {
         mode_churn();
     } else if (!strcmp(mode, "refusals")) {
