@@ -99,9 +99,13 @@ pub(super) fn kernel_view(record: &StopRecord, chase: Option<&Chase>) -> String 
         let at = os::code::describe(pc).unwrap_or_else(|| format!("{pc:#x}"));
         let _ = write!(
             s,
-            "; the stop signal found it {hits} time{} in {at}{}, where it may hold a process-wide lock (put blocking calls in a safe region)",
+            "; the stop signal found it {hits} time{} in {at}, where it may not stop a thread{}",
             if hits == 1 { "" } else { "s" },
-            if in_syscall { " at a system call" } else { "" }
+            if in_syscall {
+                " (at a system call: put blocking calls in a safe region)"
+            } else {
+                ""
+            }
         );
     }
     if let Some(c) = chase {
@@ -112,11 +116,8 @@ pub(super) fn kernel_view(record: &StopRecord, chase: Option<&Chase>) -> String 
             Some(e) => {
                 let _ = write!(s, "; tgkill failed: {}", rtvm_os_linux::strerror(e));
             }
-            None if c.sent == 0 && signo != 0 && record.signal_outstanding() => {
-                s.push_str("; a stop signal sent earlier is still pending")
-            }
-            None if c.sent > 0 && record.signal_outstanding() => {
-                s.push_str("; the stop signal is pending, not handled")
+            None if hits == 0 && signo != 0 && record.signal_outstanding() => {
+                s.push_str("; the stop signal sent to it is not handled yet")
             }
             None => {}
         }

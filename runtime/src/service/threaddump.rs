@@ -97,7 +97,8 @@ fn write_thread(s: &mut String, registry: &Registry, info: &Arc<ThreadInfo>, opt
     let elapsed = info.created.elapsed().as_secs_f64();
     let address = Arc::as_ptr(info) as usize;
     let _ = write!(s, "\"{}\" ", info.name);
-    let java_thread = !matches!(info.kind, ThreadKind::Worker);
+    // The gang's workers and a collector's threads print as HotSpot's GC threads do: no id.
+    let java_thread = !matches!(info.kind, ThreadKind::Worker | ThreadKind::Collector);
     if java_thread {
         let daemon = if info.kind.is_application() {
             ""
