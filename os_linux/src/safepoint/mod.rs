@@ -95,6 +95,10 @@ impl protocol::Platform for Linux {
     fn wake_all(word: &AtomicU32) {
         futex_wake(word, i32::MAX);
     }
+    fn wake(word: &AtomicU32, n: u32) {
+        futex_wake(word, n.min(i32::MAX as u32) as i32);
+    }
+    const PARK_SAFETY_NET: Option<Duration> = Some(Duration::from_millis(100));
 }
 
 type Core = protocol::Record<Linux>;

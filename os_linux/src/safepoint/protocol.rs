@@ -109,6 +109,17 @@ pub trait Platform: Sized + 'static {
     fn wait(word: &Self::Word, expected: u32, timeout: Option<Duration>);
     /// Wakes every thread waiting on `word`.
     fn wake_all(word: &Self::Word);
+    /// Wakes up to `n` threads waiting on `word` (a platform without a counted wake wakes
+    /// them all).
+    fn wake(word: &Self::Word, n: u32) {
+        let _ = n;
+        Self::wake_all(word);
+    }
+    /// How long a thread stopped at the world word sleeps at most before it looks again:
+    /// a safety net should a wake-up of the resume's tree (see [`end_stop`]) reach a thread
+    /// that cannot pass it on (a debugger stopped it). `None`: until woken (the model, where
+    /// a lost wake-up must show as a deadlock).
+    const PARK_SAFETY_NET: Option<Duration> = None;
     /// A sequentially consistent fence between a store of one word and a load of another
     /// (the Dekker pairs above). Nothing where sequentially consistent accesses already
     /// order them (Linux: x86-64 and aarch64).
@@ -175,12 +186,18 @@ pub fn begin_stop<P: Platform>(w: &World<P>) -> u32 {
     next
 }
 
-/// Ends the stop: every thread waiting for it is woken.
+/// How many threads waiting at the world word each woken thread wakes in turn.
+pub const WAKE_FANOUT: u32 = 4;
+
+/// Ends the stop: the threads waiting for it are woken as a tree — the stopper wakes
+/// [`WAKE_FANOUT`] of them and every thread that wakes wakes as many more before it goes on
+/// ([`wait_while_held`]) — so the stopper is not left waiting for a CPU behind a herd of
+/// threads it woke all at once (with 1,000 spinning threads on 2 CPUs that was seconds).
 pub fn end_stop<P: Platform>(w: &World<P>) {
     let cur = w.word.load();
     w.word.store(cur & !1);
     if !P::FAULTS.forget_wake {
-        P::wake_all(&w.word);
+        P::wake(&w.word, WAKE_FANOUT);
     }
 }
 
@@ -248,7 +265,11 @@ fn wait_while_held<P: Platform>(w: &World<P>, r: &Record<P>) {
     loop {
         let word = w.word.load();
         if stopping(word) && r.exempt.load() == 0 {
-            P::wait(&w.word, word, None);
+            P::wait(&w.word, word, P::PARK_SAFETY_NET);
+            if !stopping(w.word.load()) && !P::FAULTS.forget_wake {
+                // Woken by the end of the stop: pass the wake-up on (see `end_stop`).
+                P::wake(&w.word, WAKE_FANOUT);
+            }
             continue;
         }
         if r.in_op.load() == 0 || P::FAULTS.hold_in_op {
