@@ -22,6 +22,9 @@ pub(super) fn held_by_caller() -> bool {
 struct Busy {
     /// What holds it: a stop's or a handshake's reason, `register`, `unregister`.
     what: Option<String>,
+    /// Threads waiting for it (counted under the mutex: a release without waiters makes no
+    /// system call — every thread start and exit takes this lock).
+    waiters: usize,
 }
 
 /// The lock (see the module).
@@ -62,11 +65,13 @@ impl OpLock {
             if now >= deadline {
                 return Err(holder.clone());
             }
+            s.waiters += 1;
             s = self
                 .cv
                 .wait_timeout(s, deadline - now)
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
+            s.waiters -= 1;
         }
         s.what = Some(what);
         HOLDER_TID.store(rtvm_os_linux::system::current_tid(), Ordering::Release);
@@ -77,7 +82,9 @@ impl OpLock {
     pub(super) fn acquire_forever(&self, what: &'static str) -> OpGuard<'_> {
         let mut s = self.state();
         while s.what.is_some() {
+            s.waiters += 1;
             s = self.cv.wait(s).unwrap_or_else(|p| p.into_inner());
+            s.waiters -= 1;
         }
         s.what = Some(what.to_owned());
         OpGuard { lock: self }
@@ -98,7 +105,10 @@ impl OpLock {
         let mut s = self.state();
         s.what = None;
         HOLDER_TID.store(0, Ordering::Release);
+        let waiters = s.waiters;
         drop(s);
-        self.cv.notify_all();
+        if waiters > 0 {
+            self.cv.notify_all();
+        }
     }
 }
