@@ -304,7 +304,8 @@ pub fn enter_safe<P: Platform>(w: &World<P>, r: &Record<P>, publish: impl FnOnce
     P::interrupt_point(w, r);
     r.state.store(SAFE);
     P::fence();
-    if stopping(w.word.load()) {
+    // A stopper, or a handshake's requester, waiting for this thread learns of it at once.
+    if stopping(w.word.load()) || r.hold.load() != 0 {
         arrive(w);
     }
     P::interrupt_point(w, r);
