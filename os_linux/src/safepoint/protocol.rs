@@ -284,6 +284,7 @@ pub fn critical_enter<P: Platform>(r: &Record<P>) {
 pub fn critical_exit<P: Platform>(w: &World<P>, r: &Record<P>) -> bool {
     let c = r.critical.load_own().wrapping_sub(1);
     r.critical.store_own(c);
+    P::interrupt_point(w, r);
     if c != 0 || r.deferred.load_own() == 0 {
         return false;
     }
@@ -429,21 +430,35 @@ pub fn offer_handshake<P: Platform>(r: &Record<P>) {
 }
 
 /// The target, at its poll: whether it claims the pending operation (it then runs it with
-/// [`run_own_handshake`]).
+/// [`run_own_handshake`]). It counts as running the operation ([`Record::in_op`]) from before
+/// the claim: were there an instant between the claim and that mark, the stop signal (or the
+/// end of a no-stop section it was deferred to) could hold the thread there for the very
+/// operation it claimed, and the requester would wait for ever for it to be done.
 pub fn target_claims<P: Platform>(r: &Record<P>) -> bool {
-    r.hold.load() != 0
-        && r.claim
-            .compare_exchange(claim::PENDING, claim::TARGET)
-            .is_ok()
+    // Running one already (a poll inside it): no other is pending.
+    if r.hold.load() == 0 || r.in_op.load() != 0 {
+        return false;
+    }
+    r.in_op.store(1);
+    if r.claim
+        .compare_exchange(claim::PENDING, claim::TARGET)
+        .is_ok()
+    {
+        return true;
+    }
+    r.in_op.store(0);
+    false
 }
 
-/// The target runs the operation it claimed: its own hold does not hold it meanwhile (the
-/// operation may enter and leave safe regions), and the stopper learns when it is done.
+/// The target runs the operation it claimed ([`target_claims`]): its own hold does not hold
+/// it meanwhile (the operation may enter and leave safe regions), and the requester learns
+/// when it is done — before the hold applies to the thread again, for the same reason.
 pub fn run_own_handshake<P: Platform>(w: &World<P>, r: &Record<P>, op: impl FnOnce()) {
-    r.in_op.store(1);
     op();
-    r.in_op.store(0);
+    P::interrupt_point(w, r);
     r.op_done.store(1);
+    P::interrupt_point(w, r);
+    r.in_op.store(0);
     arrive(w);
 }
 
