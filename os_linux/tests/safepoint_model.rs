@@ -97,6 +97,7 @@ const NO_CRITICAL: u8 = 2;
 const FORGET_WAKE: u8 = 4;
 const HOLD_IN_OP: u8 = 8;
 const POLL_IN_REGION: u8 = 16;
+const NO_WAKE_TREE: u8 = 32;
 
 const fn faults(f: u8) -> Faults {
     Faults {
@@ -105,6 +106,7 @@ const fn faults(f: u8) -> Faults {
         forget_wake: f & FORGET_WAKE != 0,
         hold_in_op: f & HOLD_IN_OP != 0,
         poll_in_region: f & POLL_IN_REGION != 0,
+        no_wake_tree: f & NO_WAKE_TREE != 0,
     }
 }
 
@@ -135,6 +137,19 @@ impl<const F: u8> Platform for LoomPlatform<F> {
         let _g = lock.lock().unwrap();
         queue.notify_all();
     }
+
+    /// A counted wake: `n` waiters at most, as `FUTEX_WAKE`.
+    fn wake(word: &LWord, n: u32) {
+        let (lock, queue) = word.futex();
+        let _g = lock.lock().unwrap();
+        for _ in 0..n {
+            queue.notify_one();
+        }
+    }
+
+    /// One: with two threads waiting at the world word, the second is woken only by the
+    /// first passing the wake-up on — the tree end_stop relies on is checked here.
+    const WAKE_FANOUT: u32 = 1;
 
     fn fence() {
         fence(SeqCst);
@@ -1044,6 +1059,20 @@ fn fault_forget_wake() {
         4,
         stop_vs_busy::<LoomPlatform<FORGET_WAKE>, false>,
     );
+}
+
+#[test]
+fn fault_no_wake_tree() {
+    planted("fault_no_wake_tree", &["deadlock"], 2, |s| {
+        stop_vs::<LoomPlatform<NO_WAKE_TREE>, false>(
+            s,
+            &[
+                brief::<LoomPlatform<NO_WAKE_TREE>>,
+                brief::<LoomPlatform<NO_WAKE_TREE>>,
+            ],
+            1,
+        )
+    });
 }
 
 #[test]

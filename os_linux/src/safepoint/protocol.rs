@@ -102,6 +102,9 @@ pub struct Faults {
     pub hold_in_op: bool,
     /// A poll inside a safe region stops and returns the thread to `RUNNING`.
     pub poll_in_region: bool,
+    /// A thread woken by the end of a stop does not pass the wake-up on (the tree of
+    /// [`end_stop`] breaks: threads beyond the first are never woken).
+    pub no_wake_tree: bool,
 }
 
 impl Faults {
@@ -112,6 +115,7 @@ impl Faults {
         forget_wake: false,
         hold_in_op: false,
         poll_in_region: false,
+        no_wake_tree: false,
     };
 }
 
@@ -135,6 +139,9 @@ pub trait Platform: Sized + 'static {
     /// that cannot pass it on (a debugger stopped it). `None`: until woken (the model, where
     /// a lost wake-up must show as a deadlock).
     const PARK_SAFETY_NET: Option<Duration> = None;
+    /// How many threads waiting at the world word the end of a stop wakes, and each of them
+    /// in turn (see [`end_stop`]).
+    const WAKE_FANOUT: u32 = 4;
     /// A sequentially consistent fence between a store of one word and a load of another
     /// (the Dekker pairs above). Nothing where sequentially consistent accesses already
     /// order them (Linux: x86-64 and aarch64).
@@ -201,18 +208,15 @@ pub fn begin_stop<P: Platform>(w: &World<P>) -> u32 {
     next
 }
 
-/// How many threads waiting at the world word each woken thread wakes in turn.
-pub const WAKE_FANOUT: u32 = 4;
-
 /// Ends the stop: the threads waiting for it are woken as a tree — the stopper wakes
-/// [`WAKE_FANOUT`] of them and every thread that wakes wakes as many more before it goes on
+/// [`Platform::WAKE_FANOUT`] of them and every thread that wakes wakes as many more before it goes on
 /// ([`wait_while_held`]) — so the stopper is not left waiting for a CPU behind a herd of
 /// threads it woke all at once (with 1,000 spinning threads on 2 CPUs that was seconds).
 pub fn end_stop<P: Platform>(w: &World<P>) {
     let cur = w.word.load();
     w.word.store(cur & !1);
     if !P::FAULTS.forget_wake {
-        P::wake(&w.word, WAKE_FANOUT);
+        P::wake(&w.word, P::WAKE_FANOUT);
     }
 }
 
@@ -281,9 +285,9 @@ fn wait_while_held<P: Platform>(w: &World<P>, r: &Record<P>) {
         let word = w.word.load();
         if stopping(word) && r.exempt.load() == 0 {
             P::wait(&w.word, word, P::PARK_SAFETY_NET);
-            if !stopping(w.word.load()) && !P::FAULTS.forget_wake {
+            if !stopping(w.word.load()) && !P::FAULTS.forget_wake && !P::FAULTS.no_wake_tree {
                 // Woken by the end of the stop: pass the wake-up on (see `end_stop`).
-                P::wake(&w.word, WAKE_FANOUT);
+                P::wake(&w.word, P::WAKE_FANOUT);
             }
             continue;
         }
