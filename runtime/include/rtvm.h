@@ -563,8 +563,9 @@ int rtvm_world_resume(rtvm_world *world);
 /* Runs fn(ctx, t) for the mutator thread_id while only that thread is stopped: by that thread
  * at its next poll (t describes it there), or by the caller while it is in a safe region or
  * stopped by the signal. Waits up to 10 s for a thread that neither polls, nor is safe, nor
- * could be stopped by the signal (RTVM_ETIMEDOUT, fn not called; rtvm_last_error says why);
- * RTVM_EINVAL for an unknown thread, NULL fn, or from inside a callback. -Xlog:handshake logs
+ * could be stopped by the signal (RTVM_ETIMEDOUT, fn not called; rtvm_last_error says why),
+ * and up to 10 s for an fn the target runs to return (RTVM_ETIMEDOUT: fn goes on running on
+ * the target, which is let go when it returns); RTVM_EINVAL for an unknown thread, NULL fn, or from inside a callback. -Xlog:handshake logs
  * it. fn must be callable from either thread and must not stop the world or handshake; it may
  * malloc, and enter and leave safe regions. Any thread. */
 int rtvm_handshake(rtvm_vm *vm, uint64_t thread_id,

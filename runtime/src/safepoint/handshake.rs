@@ -165,6 +165,20 @@ impl Safepoints {
                 if done {
                     break Ok(());
                 }
+                if now >= deadline {
+                    // The target runs the operation and it has not returned: the requester
+                    // goes (the operation stays the target's to finish; its hold ends).
+                    break Err(SafepointError::Timeout {
+                        reason: name.to_owned(),
+                        waited_ms: begun.elapsed().as_millis() as u64,
+                        stragglers: vec![format!(
+                            "\"{}\" (tid {}): runs the operation it took at its poll and has not returned from it",
+                            member.name.to_string_lossy(),
+                            m.record.tid()
+                        )],
+                        signals: config.signals,
+                    });
+                }
             } else {
                 let state = m.record.state();
                 if state == os::FINISHED {

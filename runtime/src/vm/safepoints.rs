@@ -104,9 +104,10 @@ impl VmHandle {
     /// Runs `op` for the mutator `thread_id` while only that thread is stopped: by the thread
     /// itself at its next poll (on its own stack), or by the caller while the thread is in a
     /// safe region or stopped by the signal. Waits up to 10 s for a thread that neither polls
-    /// nor is safe (-Xrs: no signal); a thread that already runs `op` is waited for.
-    /// `-Xlog:handshake` logs it as HotSpot does. Errors: [`SafepointError::NoSuchThread`],
-    /// [`SafepointError::Timeout`] (`op` did not run), [`SafepointError::Nested`].
+    /// nor is safe (-Xrs: no signal), and up to 10 s for an `op` the thread runs itself to
+    /// return. `-Xlog:handshake` logs it as HotSpot does. Errors:
+    /// [`SafepointError::NoSuchThread`], [`SafepointError::Timeout`] (`op` did not run, or
+    /// runs on and has not returned), [`SafepointError::Busy`], [`SafepointError::Nested`].
     ///
     /// `op` may allocate: the signal never stops the target inside the C library. It must not
     /// stop the world or handshake (refused with [`SafepointError::Nested`]); it may enter
