@@ -74,6 +74,7 @@ rtvm_testkit::tests!(
     c_a_thread_blocked_in_libc_is_named_with_its_proc_state,
     c_a_handshake_op_may_enter_and_leave_a_safe_region,
     c_a_stray_stop_signal_during_a_handshake_op,
+    c_a_requester_allocates_while_its_target_is_in_a_malloc_loop,
     c_a_poll_inside_a_safe_region_leaves_it_safe,
     c_fibers_and_signal_stacks_report_where_the_thread_runs,
     c_vm_threads_and_attached_threads_unblock_the_stop_signal,
@@ -436,6 +437,10 @@ fn c_a_handshake_op_may_enter_and_leave_a_safe_region() -> Outcome {
 
 fn c_a_stray_stop_signal_during_a_handshake_op() -> Outcome {
     collector_mode("handshake-stray")
+}
+
+fn c_a_requester_allocates_while_its_target_is_in_a_malloc_loop() -> Outcome {
+    collector_mode("handshake-malloc")
 }
 
 fn c_a_poll_inside_a_safe_region_leaves_it_safe() -> Outcome {

@@ -20,6 +20,8 @@
  *                    target at its poll, ends.
  *   handshake-stray  a stray stop signal reaching the target while it runs its handshake
  *                    operation at its poll: the handshake ends.
+ *   handshake-malloc a target in a malloc loop that never polls: 300 handshakes whose
+ *                    operation (run by the requester) allocates and formats; none hangs.
  *   poll-in-region   (-Xrs) a poll inside a safe region while the world stops leaves the
  *                    thread safe: the next stop finds it safe, with no signal to help.
  *   fiber            a mutator that polls on a fiber (makecontext) — declared with
@@ -445,6 +447,33 @@ static void mode_handshake(int stray) {
     printf("%d handshakes %s: every operation ran once, none hung\n", rounds,
            stray ? "with a stray stop signal during the operation"
                  : "whose operation enters and leaves a safe region");
+}
+
+/* ---- handshake-malloc ---- */
+
+static void op_that_allocates(void *ctx, const rtvm_stopped_thread *t) {
+    (void)ctx;
+    /* Run by the requester while the target is stopped (by the signal, never inside the C
+     * library) or safe: the operation formats, allocates and frees. */
+    char *copy = malloc(128);
+    snprintf(copy, 128, "%s/%d", t->name, t->tid);
+    free(copy);
+    atomic_fetch_add(&op_runs, 1);
+}
+
+static void mode_handshake_malloc(void) {
+    deadline(120);
+    vm = create(NULL, 0);
+    struct counted c = {0};
+    OKAY(rtvm_thread_start(vm, "C-MallocTarget", malloc_main, &c, &c.thread));
+    while (!atomic_load(&c.id)) sleep_us(100);
+    for (int r = 0; r < 300; r++) OKAY(rtvm_handshake(vm, atomic_load(&c.id), op_that_allocates, NULL));
+    EXPECT(atomic_load(&op_runs) == 300, "%d operations ran", atomic_load(&op_runs));
+    atomic_store(&stop_all, 1);
+    OKAY(rtvm_thread_join(c.thread));
+    OKAY(rtvm_destroy(vm));
+    printf("300 handshakes with a target in a malloc loop that never polls, each operation "
+           "allocating and formatting: none hung\n");
 }
 
 /* ---- poll-in-region ---- */
@@ -911,6 +940,8 @@ int main(int argc, char **argv) {
         mode_handshake(0);
     } else if (!strcmp(mode, "handshake-stray")) {
         mode_handshake(1);
+    } else if (!strcmp(mode, "handshake-malloc")) {
+        mode_handshake_malloc();
     } else if (!strcmp(mode, "poll-in-region")) {
         mode_poll_in_region();
     } else if (!strcmp(mode, "fiber")) {
