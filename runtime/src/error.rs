@@ -90,6 +90,17 @@ impl From<&crate::safepoint::SafepointError> for ErrorCode {
     }
 }
 
+impl From<&crate::service::dcmd::DcmdError> for ErrorCode {
+    fn from(e: &crate::service::dcmd::DcmdError) -> ErrorCode {
+        use crate::service::dcmd::DcmdError;
+        match e {
+            DcmdError::Exists { .. } => ErrorCode::Exists,
+            DcmdError::ShuttingDown { .. } => ErrorCode::ShuttingDown,
+            _ => ErrorCode::Inval,
+        }
+    }
+}
+
 /// Memory or address space ran out (`ENOMEM`): [`ErrorCode::NoMem`], else `other`.
 fn no_mem_or(out_of_memory: bool, other: ErrorCode) -> ErrorCode {
     if out_of_memory {
