@@ -466,7 +466,9 @@ int rtvm_diagnostic_command(rtvm_vm *vm, const char *command, char *buf, size_t 
  * threads at once with the same ctx. It may call rtvm (rtvm_diagnostic_command included,
  * not rtvm_destroy: refused on a VM thread). It must return (no longjmp out of it, no
  * pthread_exit). A function that never returns holds up its caller (and, while the attach
- * listener serves one client at a time, the jcmd clients behind it).
+ * listener serves one client at a time, the jcmd clients behind it). Running an embedder's
+ * command starts a thread and waits for it: not from a stop-of-the-world callback or a
+ * handshake operation.
  *
  * Destroy: rtvm_destroy first closes the table (no new run, no registration;
  * rtvm_dcmd_cancelled turns 1) and gives running functions 5 s to return — their callers

@@ -513,11 +513,11 @@ impl EmbedderCommands {
             Err(e) => {
                 log::warn!(target: "attach", "Diagnostic command {}: {e}", run.command);
                 let reply = match e {
-                    ThreadError::ShuttingDown { .. } => format!(
-                        "java.lang.RuntimeException: diagnostic command {} not run: the VM is shutting down\n",
+                    ThreadError::Start { .. } => format!("java.lang.OutOfMemoryError: unable to create native thread: possibly out of memory or process/resource limits reached ({e})\n"),
+                    e => format!(
+                        "java.lang.RuntimeException: diagnostic command {} not run: {e}\n",
                         run.command
                     ),
-                    e => format!("java.lang.OutOfMemoryError: unable to create native thread: possibly out of memory or process/resource limits reached ({e})\n"),
                 };
                 self.finish(&run, Reply::Failed(reply));
             }
