@@ -465,8 +465,9 @@ int rtvm_diagnostic_command(rtvm_vm *vm, const char *command, char *buf, size_t 
  * (GC.run waiting for a collection). Runs may overlap: the function may be called on several
  * threads at once with the same ctx. It may call rtvm (rtvm_diagnostic_command included,
  * not rtvm_destroy: refused on a VM thread). It must return (no longjmp out of it, no
- * pthread_exit). A function that never returns holds up its caller (and, while the attach
- * listener serves one client at a time, the jcmd clients behind it). Running an embedder's
+ * pthread_exit). A function that never returns holds up only its caller: for jcmd, the
+ * function's thread answers its client itself and the attach listener goes on serving the
+ * others. Running an embedder's
  * command starts a thread and waits for it: not from a stop-of-the-world callback or a
  * handshake operation.
  *

@@ -506,9 +506,101 @@ fn handlers_run_off_the_mutator_fail_cleanly_and_overlap() {
         reply("Test.block -x=1"),
         "-1\njava.lang.IllegalArgumentException: The argument list of this diagnostic command should be empty.\n"
     );
+    // The runs that answered attach clients were joined by the next run.
+    assert_eq!(vm.diagnostic_command("Test.fail ok").unwrap(), "partial\n");
+    let dump = vm.thread_dump();
+    assert!(!dump.contains("\"DCmd "), "{dump}");
     println!("failures and panics: RuntimeException after the output; attach status -1");
     vm.shutdown().unwrap();
-    assert_eq!(calls.load(Ordering::SeqCst), 5);
+    assert_eq!(calls.load(Ordering::SeqCst), 6);
+    println!("CHILD OK");
+}
+
+/// Sends one attach request and returns the connection, to read the reply from later.
+fn send(line: &str) -> UnixStream {
+    let path = format!("/tmp/.java_pid{}", std::process::id());
+    let mut s = UnixStream::connect(path).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s.write_all(format!("1\0jcmd\0{line}\0\0\0").as_bytes())
+        .unwrap();
+    s
+}
+
+fn read_reply(mut s: UnixStream) -> String {
+    let mut r = String::new();
+    s.read_to_string(&mut r).expect("a reply within 20 s");
+    r
+}
+
+#[test]
+fn a_hung_command_holds_only_its_own_jcmd_client() {
+    if child_role().is_none() {
+        return check_child("a_hung_command_holds_only_its_own_jcmd_client");
+    }
+    let vm = create(&["-Xmx32m", "-XX:+StartAttachListener"]);
+    let release = Arc::new(AtomicBool::new(false));
+    let r = Arc::clone(&release);
+    vm.register_diagnostic_command(DiagnosticCommand::new(
+        "Test.hang",
+        "Runs until released.",
+        move |_: &DcmdArguments, out: &mut String| {
+            while !r.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            out.push_str("released\n");
+            Ok(())
+        },
+    ))
+    .unwrap();
+    vm.register_diagnostic_command(DiagnosticCommand::new(
+        "Test.quick",
+        "Answers.",
+        |_: &DcmdArguments, out: &mut String| {
+            out.push_str("quick\n");
+            Ok(())
+        },
+    ))
+    .unwrap();
+    // Three clients of a command that does not return yet.
+    let hung: Vec<UnixStream> = (0..3).map(|_| send("Test.hang")).collect();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while vm.thread_dump().matches("\"DCmd Test.hang\"").count() < 3 {
+        assert!(Instant::now() < deadline, "the handlers never started");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // Others are served meanwhile, at once.
+    let t = Instant::now();
+    for _ in 0..20 {
+        assert!(read_reply(send("VM.uptime")).starts_with("0\n"));
+        assert_eq!(read_reply(send("Test.quick")), "0\nquick\n");
+    }
+    let took = t.elapsed();
+    assert!(took < Duration::from_secs(5), "40 requests took {took:?}");
+    // One is released: its client gets its reply from the handler's thread.
+    release.store(true, Ordering::SeqCst);
+    for s in hung {
+        assert_eq!(read_reply(s), "0\nreleased\n");
+    }
+    release.store(false, Ordering::SeqCst);
+    // A client still waiting when the VM is destroyed gets a failure after the grace.
+    let waiting = send("Test.hang");
+    while !vm.thread_dump().contains("\"DCmd Test.hang\"") {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let reader = std::thread::spawn(move || read_reply(waiting));
+    let e = vm.shutdown().unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("diagnostic command Test.hang was still running"),
+        "{e}"
+    );
+    assert_eq!(
+        reader.join().unwrap(),
+        "-1\njava.lang.RuntimeException: diagnostic command Test.hang did not finish before the VM shut down\n"
+    );
+    assert!(!std::path::Path::new(&format!("/tmp/.java_pid{}", std::process::id())).exists());
+    release.store(true, Ordering::SeqCst);
+    println!("3 hung clients; 40 others served in {took:?}; the hung ones answered when released; one answered at destroy");
     println!("CHILD OK");
 }
 

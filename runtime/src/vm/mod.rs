@@ -379,8 +379,8 @@ impl VmHandle {
     /// collection). Runs may overlap (several clients, several in-process callers). A panic
     /// in it is caught: the command fails (`java.lang.RuntimeException: diagnostic command
     /// <name> panicked: …`), the VM runs on. A handler that never returns holds up only its
-    /// caller — and, while the attach listener serves one client at a time, the `jcmd`
-    /// clients behind it.
+    /// caller: for `jcmd`, the handler's thread answers its client itself and the attach
+    /// listener goes on serving the others.
     ///
     /// **At destroy** (before the attach listener stops): new runs and registrations are
     /// refused, [`DcmdArguments::cancelled`](crate::DcmdArguments::cancelled) turns true, and running handlers get 5 s to

@@ -7,10 +7,13 @@
 //!   safe region meanwhile). So a handler may block — a `GC.run` waiting for a collection
 //!   while the world stops — without holding up a stop, and it shows in thread dumps
 //!   under its command's name.
+//! * **Who waits.** An in-process caller waits for the reply ([`EmbedderCommands::run`]);
+//!   the attach listener does not: the handler's thread answers the client itself
+//!   ([`EmbedderCommands::run_detached`]) and the listener goes on serving the others. Its
+//!   thread is joined by the next run or the destroy.
 //! * **A panic** in a handler is caught on its thread: the reply fails
 //!   (`java.lang.RuntimeException: …`), the VM runs on, the command stays registered.
-//! * **A handler that never returns** holds only the client that asked (and, while the attach
-//!   listener serves one client at a time, the clients behind it).
+//! * **A handler that never returns** holds up only the caller or client that asked.
 //! * **Destroy** closes the table first: no new run starts and
 //!   [`DcmdArguments::cancelled`] turns true; running handlers get [`SHUTDOWN_GRACE`] to
 //!   return (their clients get their replies). One still running then is left running on
@@ -346,32 +349,55 @@ impl Registered {
     }
 }
 
+/// Where a run's reply goes when no caller waits for it: the attach client's connection.
+pub(crate) type Deliver = Box<dyn FnOnce(Reply) + Send>;
+
 /// How one run ends.
 enum Outcome {
     Running,
-    Done(Reply),
+    /// The reply, for the caller that waits (taken when it wakes up).
+    Done(Option<Reply>),
     /// The destroy stopped waiting for it.
     Abandoned,
+}
+
+/// A run's state, under one lock: its outcome, its thread, its client.
+struct RunState {
+    outcome: Outcome,
+    /// The handler's thread, once `spawn` returned.
+    thread: Option<VmThread>,
+    /// A client to answer (`None`: a caller waits in [`EmbedderCommands::run`]).
+    client: Option<Deliver>,
+    /// Whether the run answers a client (then nobody waits, and its thread is joined by the
+    /// next run or the destroy).
+    detached: bool,
 }
 
 /// One run of an embedder's command.
 struct Run {
     command: String,
-    outcome: Mutex<Outcome>,
+    state: Mutex<RunState>,
     cv: Condvar,
-    thread: Mutex<Option<VmThread>>,
 }
 
 impl Run {
-    fn lock(&self) -> MutexGuard<'_, Outcome> {
-        self.outcome.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> MutexGuard<'_, RunState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
+}
 
-    /// Leaves a thread the destroy stopped waiting for running: its handle is never dropped,
-    /// so neither its stack nor its registry entry goes while it runs (or after).
-    fn forget_thread(&self) {
-        if let Some(t) = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take() {
-            std::mem::forget(t);
+/// Leaves a thread the destroy stopped waiting for running: its handle is never dropped,
+/// so neither its stack nor its registry entry goes while it runs (or after).
+fn forget(thread: Option<VmThread>) {
+    if let Some(t) = thread {
+        std::mem::forget(t);
+    }
+}
+
+fn join(command: &str, thread: Option<VmThread>) {
+    if let Some(t) = thread {
+        if let Err(e) = t.join() {
+            log::debug!(target: "attach", "Joining the thread of {command}: {e}");
         }
     }
 }
@@ -381,6 +407,8 @@ struct Table {
     /// Sorted by name.
     commands: Vec<Arc<Registered>>,
     running: Vec<Arc<Run>>,
+    /// Ended runs that answered a client: their threads, to join.
+    ended: Vec<VmThread>,
     closed: bool,
 }
 
@@ -398,6 +426,12 @@ impl std::fmt::Debug for EmbedderCommands {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EmbedderCommands").finish_non_exhaustive()
     }
+}
+
+fn not_finished(command: &str) -> Reply {
+    Reply::Failed(format!(
+        "java.lang.RuntimeException: diagnostic command {command} did not finish before the VM shut down\n"
+    ))
 }
 
 impl EmbedderCommands {
@@ -451,24 +485,91 @@ impl EmbedderCommands {
             .cloned()
     }
 
+    /// Joins the threads of runs that answered their clients.
+    fn reap(&self) {
+        let ended = std::mem::take(&mut self.lock().ended);
+        for t in ended {
+            join("a diagnostic command", Some(t));
+        }
+    }
+
     /// Runs `command` on a thread of its own and waits for its reply (in a safe region when
     /// the caller is a mutator).
     pub(crate) fn run(
         self: &Arc<Self>,
         ctx: &Context,
         command: Arc<Registered>,
-        mut args: DcmdArguments,
+        args: DcmdArguments,
     ) -> Reply {
+        self.reap();
+        let Some(run) = self.start(ctx, command, args, None) else {
+            return Reply::illegal("Unknown diagnostic command");
+        };
+        let _safe = crate::safepoint::SafeWait::enter();
+        let mut st = run.lock();
+        while matches!(st.outcome, Outcome::Running) {
+            st = run.cv.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+        let reply = match &mut st.outcome {
+            Outcome::Done(reply) => reply.take(),
+            _ => None,
+        };
+        let thread = st.thread.take();
+        drop(st);
+        match reply {
+            Some(reply) => {
+                join(&run.command, thread);
+                reply
+            }
+            None => {
+                forget(thread);
+                not_finished(&run.command)
+            }
+        }
+    }
+
+    /// Runs `command` on a thread of its own, which answers through `deliver` when the
+    /// handler returns; the caller goes on at once. The attach listener's way: a handler that
+    /// takes long holds up only its own client.
+    pub(crate) fn run_detached(
+        self: &Arc<Self>,
+        ctx: &Context,
+        command: Arc<Registered>,
+        args: DcmdArguments,
+        deliver: Deliver,
+    ) {
+        self.reap();
+        // A closed table has delivered `Unknown diagnostic command` already.
+        let _ = self.start(ctx, command, args, Some(deliver));
+    }
+
+    /// Starts a run; `None` if the table is closed (a client is answered).
+    fn start(
+        self: &Arc<Self>,
+        ctx: &Context,
+        command: Arc<Registered>,
+        mut args: DcmdArguments,
+        client: Option<Deliver>,
+    ) -> Option<Arc<Run>> {
+        let detached = client.is_some();
         let run = Arc::new(Run {
             command: command.name.clone(),
-            outcome: Mutex::new(Outcome::Running),
+            state: Mutex::new(RunState {
+                outcome: Outcome::Running,
+                thread: None,
+                client,
+                detached,
+            }),
             cv: Condvar::new(),
-            thread: Mutex::new(None),
         });
         {
             let mut t = self.lock();
             if t.closed {
-                return Reply::illegal("Unknown diagnostic command");
+                drop(t);
+                if let Some(deliver) = run.lock().client.take() {
+                    deliver(Reply::illegal("Unknown diagnostic command"));
+                }
+                return None;
             }
             t.running.push(Arc::clone(&run));
         }
@@ -509,7 +610,21 @@ impl EmbedderCommands {
             Body::Rust(Box::new(body)),
         );
         match spawned {
-            Ok(t) => *run.thread.lock().unwrap_or_else(|p| p.into_inner()) = Some(t),
+            Ok(t) => {
+                let mut st = run.lock();
+                if st.detached && !matches!(st.outcome, Outcome::Running) {
+                    // It ended already (or was abandoned): nobody else will join it.
+                    let abandoned = matches!(st.outcome, Outcome::Abandoned);
+                    drop(st);
+                    if abandoned {
+                        forget(Some(t));
+                    } else {
+                        join(&run.command, Some(t));
+                    }
+                } else {
+                    st.thread = Some(t);
+                }
+            }
             Err(e) => {
                 log::warn!(target: "attach", "Diagnostic command {}: {e}", run.command);
                 let reply = match e {
@@ -522,52 +637,43 @@ impl EmbedderCommands {
                 self.finish(&run, Reply::Failed(reply));
             }
         }
-        let _safe = crate::safepoint::SafeWait::enter();
-        let mut o = run.lock();
-        while matches!(*o, Outcome::Running) {
-            o = run.cv.wait(o).unwrap_or_else(|p| p.into_inner());
-        }
-        let outcome = std::mem::replace(&mut *o, Outcome::Abandoned);
-        drop(o);
-        match outcome {
-            Outcome::Done(reply) => {
-                let thread = run.thread.lock().unwrap_or_else(|p| p.into_inner()).take();
-                if let Some(t) = thread {
-                    if let Err(e) = t.join() {
-                        log::debug!(target: "attach", "Joining the thread of {}: {e}", run.command);
-                    }
-                }
-                reply
-            }
-            _ => {
-                run.forget_thread();
-                Reply::Failed(format!(
-                    "java.lang.RuntimeException: diagnostic command {} did not finish before the VM shut down\n",
-                    run.command
-                ))
-            }
-        }
+        Some(run)
     }
 
-    /// A run's thread reports its reply.
+    /// A run's thread reports its reply: to the waiting caller, or to its client (then its
+    /// thread is left for the next run or the destroy to join).
     fn finish(&self, run: &Arc<Run>, reply: Reply) {
-        {
-            let mut o = run.lock();
-            if matches!(*o, Outcome::Running) {
-                *o = Outcome::Done(reply);
+        let mut reply = Some(reply);
+        let mut st = run.lock();
+        let (mut deliver, mut to_join) = (None, None);
+        if matches!(st.outcome, Outcome::Running) {
+            if st.detached {
+                st.outcome = Outcome::Done(None);
+                deliver = st.client.take();
+                to_join = st.thread.take();
             } else {
-                log::info!(target: "attach", "Diagnostic command {} finished after the VM shut down", run.command);
+                st.outcome = Outcome::Done(reply.take());
             }
-            run.cv.notify_all();
+        } else {
+            log::info!(target: "attach", "Diagnostic command {} finished after the VM shut down", run.command);
         }
+        run.cv.notify_all();
+        drop(st);
+        if let (Some(d), Some(r)) = (deliver, reply) {
+            d(r);
+        }
+        // Its thread (if it answered a client) is listed for joining in the same step as the
+        // run leaves `running`: a destroy that saw it leave joins it.
         let mut t = self.lock();
+        t.ended.extend(to_join);
         t.running.retain(|r| !Arc::ptr_eq(r, run));
         self.ended.notify_all();
     }
 
     /// The destroy's part: no new run or registration, handlers told to stop, `grace` for
     /// the running ones to return; the ones still running are left running (their clients
-    /// get a failure). The commands are dropped. Returns what was left running.
+    /// get a failure). The threads of the others are joined, the commands dropped. Returns
+    /// what was left running.
     pub(crate) fn close(&self, grace: Duration) -> Vec<String> {
         let mut t = self.lock();
         t.closed = true;
@@ -585,25 +691,27 @@ impl EmbedderCommands {
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
         }
-        let abandoned = std::mem::take(&mut t.running);
-        let commands = std::mem::take(&mut t.commands);
+        let late = t.running.clone();
         drop(t);
         let mut left = Vec::new();
-        for run in abandoned {
-            let was_running = {
-                let mut o = run.lock();
-                let running = matches!(*o, Outcome::Running);
-                if running {
-                    *o = Outcome::Abandoned;
-                }
-                run.cv.notify_all();
-                running
-            };
-            if !was_running {
-                // It ended as the grace ran out: its caller joins it.
+        let mut abandoned = Vec::new();
+        for run in late {
+            let mut st = run.lock();
+            if !matches!(st.outcome, Outcome::Running) {
+                // It is ending as the grace runs out: waited for below.
                 continue;
             }
-            run.forget_thread();
+            st.outcome = Outcome::Abandoned;
+            run.cv.notify_all();
+            let client = st.client.take();
+            // A waiting caller forgets the thread itself when it wakes.
+            if st.detached {
+                forget(st.thread.take());
+            }
+            drop(st);
+            if let Some(deliver) = client {
+                deliver(not_finished(&run.command));
+            }
             let message = format!(
                 "diagnostic command {} was still running {} s into the VM's destroy: its thread \"DCmd {}\" is left running",
                 run.command,
@@ -612,6 +720,20 @@ impl EmbedderCommands {
             );
             log::warn!(target: "attach", "{message}");
             left.push(message);
+            abandoned.push(run);
+        }
+        let mut t = self.lock();
+        t.running
+            .retain(|r| !abandoned.iter().any(|a| Arc::ptr_eq(a, r)));
+        // The ones ending now (delivering a reply, bounded by the client's write timeout).
+        while !t.running.is_empty() {
+            t = self.ended.wait(t).unwrap_or_else(|p| p.into_inner());
+        }
+        let ended = std::mem::take(&mut t.ended);
+        let commands = std::mem::take(&mut t.commands);
+        drop(t);
+        for thread in ended {
+            join("a diagnostic command", Some(thread));
         }
         // A C command's `release` runs here for the commands no run holds.
         drop(commands);

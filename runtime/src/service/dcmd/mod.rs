@@ -20,7 +20,7 @@ mod parse;
 
 pub(crate) use commands::vm_arguments;
 pub use embedder::{DcmdError, DcmdParam, DiagnosticCommand};
-pub(crate) use embedder::{EmbedderCommands, Registered, SHUTDOWN_GRACE};
+pub(crate) use embedder::{Deliver, EmbedderCommands, Registered, SHUTDOWN_GRACE};
 pub(crate) use parse::Value;
 pub use parse::{DcmdArguments, DcmdType};
 
@@ -126,6 +126,36 @@ pub(crate) fn lookup(ctx: &Context, name: &str) -> Option<Command> {
         .or_else(|| ctx.dcmds.find(name).map(Command::Embedder))
 }
 
+/// A command line's name and the rest.
+fn split(line: &str) -> (&str, &str) {
+    let line = line.trim_matches(|c: char| c == ' ' || c == '\n' || c == '\r');
+    line.split_once(' ').unwrap_or((line, ""))
+}
+
+/// Whether a command line runs one of the embedder's commands (which may take long: the
+/// attach listener lets [`execute_detached`] answer its client).
+pub(crate) fn is_embedders(ctx: &Context, line: &str) -> bool {
+    let (name, _) = split(line);
+    find(name).is_none() && ctx.dcmds.find(name).is_some()
+}
+
+/// Runs one of the embedder's command lines for a client: bad input is answered at once, a
+/// run on the handler's thread when it returns, through `deliver` either way; the caller
+/// goes on at once.
+pub(crate) fn execute_detached(ctx: &Context, line: &str, deliver: Deliver) {
+    let (name, rest) = split(line);
+    let Some(command) = ctx.dcmds.find(name) else {
+        return deliver(Reply::illegal("Unknown diagnostic command"));
+    };
+    match parse_args(&command.arguments, &command.options, rest) {
+        Ok(args) => {
+            log::debug!(target: "attach", "Executing the embedder's dcmd '{}'", line.trim());
+            ctx.dcmds.run_detached(ctx, command, args, deliver);
+        }
+        Err(message) => deliver(Reply::illegal(message)),
+    }
+}
+
 /// Runs one command line (`VM.native_memory summary scale=MB`). An empty line does nothing
 /// and succeeds, as in HotSpot.
 pub(crate) fn execute(ctx: &Context, line: &str) -> Reply {
@@ -133,7 +163,7 @@ pub(crate) fn execute(ctx: &Context, line: &str) -> Reply {
     if line.is_empty() {
         return Reply::Ok(String::new());
     }
-    let (name, rest) = line.split_once(' ').unwrap_or((line, ""));
+    let (name, rest) = split(line);
     match lookup(ctx, name) {
         None => Reply::illegal("Unknown diagnostic command"),
         Some(Command::Builtin(spec)) => match parse_args(spec.arguments, spec.options, rest) {
