@@ -565,6 +565,35 @@ mod tests {
         );
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 3_000, failure_persistence: None, ..Default::default() })]
+
+        /// Any command line: a typed result or one of HotSpot's messages, never a panic.
+        #[test]
+        fn any_input_parses_or_says_why(text in "[a-z0-9 =\"'+.kKmMgGsuhd-]{0,40}|\\PC{0,20}") {
+            let arg = p("a", DcmdType::Int, None);
+            let opts = [
+                p("s", DcmdType::String, None),
+                p("b", DcmdType::Boolean, Some("false")),
+                p("i", DcmdType::Int, Some("0")),
+                p("m", DcmdType::MemorySize, Some("1k")),
+                p("t", DcmdType::NanoTime, Some("0")),
+            ];
+            match parse_args(&[arg], &opts, &text) {
+                Ok(a) => {
+                    proptest::prop_assert!(a.memory_size("m").is_some() && a.nanotime("t").is_some());
+                    proptest::prop_assert!(a.int("i").is_some());
+                }
+                Err(e) => proptest::prop_assert!(
+                    ["Integer parsing error", "Boolean parsing error", "Parsing error memory size", "Duplicates", "Unknown argument", "Format error"]
+                        .iter()
+                        .any(|m| e.starts_with(m)),
+                    "{e}"
+                ),
+            }
+        }
+    }
+
     #[test]
     fn parsing_as_hotspots_parser() {
         let opts = [
