@@ -78,7 +78,7 @@ mod workers;
 mod xlog;
 
 pub use args::{lossy, InitArgs, ENV_OPTIONS};
-pub use error::{CreateError, ErrorCode, ErrorKind, ShutdownError};
+pub use error::{CreateError, DcmdError, ErrorCode, ErrorKind, ShutdownError};
 pub use heap::{Heap, HeapBlock, HeapError, HeapStats, Nursery, Tlab};
 pub use lifecycle::VmState;
 pub use memory::{MemoryError, MemoryRequest, VmMemory};
@@ -89,7 +89,7 @@ pub use safepoint::{
     declare_code, forget_code, safepoint_poll, CodeError, CodeKind, NoAsyncStop, SafeRegion,
     SafepointError, StackKind, StopHow, StoppedThread, WorldStopped,
 };
-pub use service::dcmd::{DcmdArguments, DcmdError, DcmdParam, DcmdType, DiagnosticCommand};
+pub use service::dcmd::{DcmdArguments, DcmdParam, DcmdType, DiagnosticCommand};
 pub use threads::{
     AttachedThread, StackBounds, StackConfig, ThreadBuilder, ThreadError, ThreadInfo, ThreadKind,
     ThreadState, VmThread,

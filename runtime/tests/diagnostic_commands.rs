@@ -539,11 +539,13 @@ fn a_hung_command_holds_only_its_own_jcmd_client() {
     }
     let vm = create(&["-Xmx32m", "-XX:+StartAttachListener"]);
     let release = Arc::new(AtomicBool::new(false));
-    let r = Arc::clone(&release);
+    let entered = Arc::new(AtomicUsize::new(0));
+    let (r, e) = (Arc::clone(&release), Arc::clone(&entered));
     vm.register_diagnostic_command(DiagnosticCommand::new(
         "Test.hang",
         "Runs until released.",
         move |_: &DcmdArguments, out: &mut String| {
+            e.fetch_add(1, Ordering::SeqCst);
             while !r.load(Ordering::SeqCst) {
                 std::thread::sleep(Duration::from_millis(5));
             }
@@ -563,11 +565,19 @@ fn a_hung_command_holds_only_its_own_jcmd_client() {
     .unwrap();
     // Three clients of a command that does not return yet.
     let hung: Vec<UnixStream> = (0..3).map(|_| send("Test.hang")).collect();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while vm.thread_dump().matches("\"DCmd Test.hang\"").count() < 3 {
-        assert!(Instant::now() < deadline, "the handlers never started");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let started = |n: usize| {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while entered.load(Ordering::SeqCst) < n {
+            assert!(Instant::now() < deadline, "the handlers never started");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    };
+    started(3);
+    assert_eq!(
+        vm.thread_dump().matches("\"DCmd Test.hang\"").count(),
+        3,
+        "each run on a thread of its own"
+    );
     // Others are served meanwhile, at once.
     let t = Instant::now();
     for _ in 0..20 {
@@ -584,9 +594,7 @@ fn a_hung_command_holds_only_its_own_jcmd_client() {
     release.store(false, Ordering::SeqCst);
     // A client still waiting when the VM is destroyed gets a failure after the grace.
     let waiting = send("Test.hang");
-    while !vm.thread_dump().contains("\"DCmd Test.hang\"") {
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    started(4);
     let reader = std::thread::spawn(move || read_reply(waiting));
     let e = vm.shutdown().unwrap_err();
     assert!(

@@ -129,6 +129,7 @@ impl Service {
 
     /// A thread dump, as `SIGQUIT` prints it.
     pub(crate) fn thread_dump(&self, options: DumpOptions) -> String {
+        self.ctx.dcmds.reap();
         threaddump::thread_dump(&self.ctx.registry, options)
     }
 

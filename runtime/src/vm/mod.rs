@@ -36,6 +36,7 @@ use rtvm_os_linux::quit::QuitHandler;
 use rtvm_os_linux::signals::SignalHandlers;
 
 use crate::args::InitArgs;
+use crate::error::DcmdError;
 use crate::error::{CreateError, ShutdownError};
 use crate::heap::{Heap, HeapBlock, HeapError, HeapStats, Tlab};
 use crate::lifecycle::{Singleton, VmState};
@@ -44,7 +45,7 @@ use crate::nmt::NmtSummary;
 use crate::output::Output;
 use crate::policy::Policy;
 use crate::pretouch::PretouchReport;
-use crate::service::dcmd::{DcmdError, DiagnosticCommand};
+use crate::service::dcmd::DiagnosticCommand;
 use crate::service::{DumpOptions, Service};
 use crate::threads::{
     AttachedThread, Registry, StackBounds, StackConfig, ThreadBuilder, ThreadError, ThreadInfo,

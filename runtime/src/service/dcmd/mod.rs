@@ -10,19 +10,23 @@
 //! | --- | --- |
 //! | `parse` | the tokenizer, the types and their values, the parser |
 //! | `commands` | rtvm's own commands |
-//! | `embedder` | the embedder's commands: the builder, the table, running a handler |
+//! | `embedder` | the embedder's commands: the builder and the checks of a registration |
+//! | `table` | the VM's table of them, running a handler, the destroy's part |
 //!
 //! `help` lists rtvm's commands and the embedder's together, sorted as HotSpot sorts them.
 
 mod commands;
 mod embedder;
 mod parse;
+mod table;
 
+pub use crate::error::DcmdError;
 pub(crate) use commands::vm_arguments;
-pub use embedder::{DcmdError, DcmdParam, DiagnosticCommand};
-pub(crate) use embedder::{Deliver, EmbedderCommands, Registered, SHUTDOWN_GRACE};
+pub(crate) use embedder::Registered;
+pub use embedder::{DcmdParam, DiagnosticCommand};
 pub(crate) use parse::Value;
 pub use parse::{DcmdArguments, DcmdType};
+pub(crate) use table::{Deliver, EmbedderCommands, SHUTDOWN_GRACE};
 
 use std::sync::Arc;
 
@@ -159,6 +163,9 @@ pub(crate) fn execute_detached(ctx: &Context, line: &str, deliver: Deliver) {
 /// Runs one command line (`VM.native_memory summary scale=MB`). An empty line does nothing
 /// and succeeds, as in HotSpot.
 pub(crate) fn execute(ctx: &Context, line: &str) -> Reply {
+    // The threads of runs that answered attach clients go first (a `Thread.print` lists
+    // none that ended).
+    ctx.dcmds.reap();
     let line = line.trim_matches(|c: char| c == ' ' || c == '\n' || c == '\r');
     if line.is_empty() {
         return Reply::Ok(String::new());
