@@ -84,7 +84,8 @@
  *   wait for threads, or tear the VM down — rtvm_destroy, rtvm_thread_start,
  *   rtvm_thread_join, rtvm_heap_expand, rtvm_heap_shrink, rtvm_memory_reserve,
  *   rtvm_release_pretouch, rtvm_attach_current_thread, rtvm_detach_current_thread,
- *   rtvm_current_stack_bounds, rtvm_trim_current_stack, rtvm_nmt_summary — return
+ *   rtvm_current_stack_bounds, rtvm_trim_current_stack, rtvm_nmt_summary,
+ *   rtvm_diagnostic_command, rtvm_register_diagnostic_command — return
  *   RTVM_EFORK at once and change nothing (an atexit hook or a pre-fork server that calls
  *   rtvm_destroy in the child gets RTVM_EFORK, not a hang). The child's copy of the heap
  *   (rtvm_heap_allocate, the TLAB, rtvm_heap_get_stats, rtvm_heap_resident, rtvm_with_nursery) and its memories
@@ -110,7 +111,8 @@ extern "C" {
 #define RTVM_EDETACHED (-2) /* the calling thread is not attached to the VM */
 #define RTVM_EVERSION  (-3) /* rtvm_init_args.version is not one this library knows */
 #define RTVM_ENOMEM    (-4) /* not enough memory: heap reservation, commit or pretouch */
-#define RTVM_EEXIST    (-5) /* a VM already exists in this process */
+#define RTVM_EEXIST    (-5) /* a VM already exists in this process; a diagnostic command of
+                               that name exists */
 #define RTVM_EINVAL    (-6) /* invalid arguments: a bad -XX flag or value, a NULL pointer */
 #define RTVM_EEXITED   (-7) /* the options asked to print and stop (-version, -Xlog:help,
                                -XX:+PrintFlagsInitial): the output went to the output hook
@@ -424,14 +426,144 @@ int rtvm_detach_current_thread(rtvm_vm *vm);
 int rtvm_nmt_summary(rtvm_vm *vm, char *buf, size_t len, size_t *needed);
 
 /* Runs a diagnostic command as `jcmd <pid> <command>` does ("VM.native_memory summary",
- * "Thread.print", "VM.log what=gc", "help") and writes what it printed (NUL-terminated) into
- * buf, with the size-query idiom of rtvm_nmt_summary (the text a query made is kept for the
- * same thread's next call with the same command and a big enough buffer). Returns RTVM_OK,
- * or RTVM_EINVAL for an unknown command or argument (rtvm_last_error() has HotSpot's words:
+ * "Thread.print", "VM.log what=gc", "help", or one of the embedder's) and writes what it
+ * printed (NUL-terminated) into buf, with the size-query idiom of rtvm_nmt_summary (the text
+ * a query made is kept for the same thread's next call with the same command and a big
+ * enough buffer: an embedder's command runs once). Returns RTVM_OK, or RTVM_EINVAL for an
+ * unknown command or argument (rtvm_last_error() has HotSpot's words:
  * "java.lang.IllegalArgumentException: Unknown diagnostic command"), a NULL command, or a
- * buffer that is NULL or too small. Any thread; not from inside the output hook. */
+ * buffer that is NULL or too small; RTVM_ERR for an embedder's command that failed
+ * (rtvm_last_error() has what it printed, then "java.lang.RuntimeException: <its message>").
+ * An embedder's command runs on a thread of its own while the caller waits (in a safe
+ * region if the caller is a mutator). Any thread; not from inside the output hook. */
 int rtvm_diagnostic_command(rtvm_vm *vm, const char *command, char *buf, size_t len,
                             size_t *needed);
+
+/* ---- Diagnostic commands of the embedder ----
+ *
+ * A collector (or any embedder) adds its own commands — GC.heap_info, GC.run — to the VM's
+ * table. `jcmd <pid> help` lists them among rtvm's own, sorted as HotSpot sorts them (by
+ * bytes); `help <name>` prints HotSpot's block (name, description, Impact, Permission,
+ * Syntax, Arguments, Options); `jcmd <pid> <name> <args>` and rtvm_diagnostic_command parse
+ * the arguments with HotSpot's rules and messages ("java.lang.IllegalArgumentException:
+ * Integer parsing error in command argument '-parallel'. Could not parse: abc.", "The
+ * argument 'filename' is mandatory.", "Duplicates in diagnostic command arguments", ...)
+ * and call the command's function only with a valid argument list.
+ *
+ * Parameters: arguments are positional (the first token that names no option is the first
+ * argument; only its key counts: "GC.x a=b" gives "a"), options are `key` or `key=value`.
+ * Types (the names help prints):
+ *   RTVM_DCMD_STRING       STRING       the text (quotes removed); `key` alone: ""
+ *   RTVM_DCMD_BOOLEAN      BOOLEAN      true/false in any case; `key` alone: true
+ *   RTVM_DCMD_INT          INT          a signed 64-bit decimal
+ *   RTVM_DCMD_MEMORY_SIZE  MEMORY SIZE  bytes, with an optional k/m/g suffix (kb/mb/gb too)
+ *   RTVM_DCMD_NANOTIME     NANOTIME     a span with a unit ns, us, ms, s, m, h, d (or 0), in ns
+ *
+ * Where the function runs: on a VM service thread of its own, "DCmd <name>" (listed by
+ * Thread.print/jstack), never on a mutator — whoever asked: the attach listener (jcmd) or a
+ * thread calling rtvm_diagnostic_command. It is not stopped with the world and may block
+ * (GC.run waiting for a collection). Runs may overlap: the function may be called on several
+ * threads at once with the same ctx. It may call rtvm (rtvm_diagnostic_command included,
+ * not rtvm_destroy: refused on a VM thread). It must return (no longjmp out of it, no
+ * pthread_exit). A function that never returns holds up only its caller: for jcmd, the
+ * function's thread answers its client itself and the attach listener goes on serving the
+ * others. Running an embedder's
+ * command starts a thread and waits for it: not from a stop-of-the-world callback or a
+ * handshake operation.
+ *
+ * Destroy: rtvm_destroy first closes the table (no new run, no registration;
+ * rtvm_dcmd_cancelled turns 1) and gives running functions 5 s to return — their callers
+ * get their replies. A function still running after that is left running on its thread
+ * (its thread, stack and argument view stay valid until it returns; it must not use the
+ * vm pointer after rtvm_destroy returns), its caller gets a failure, and rtvm_destroy
+ * returns RTVM_ERR naming it (the VM is destroyed regardless). Then each command's release
+ * function is called once, with its ctx: at once for a command no run uses, or when its
+ * last run returns. Without a release function, ctx must stay valid until rtvm_destroy has
+ * returned RTVM_OK (or, if it reported a function still running, until that one returns).
+ */
+
+#define RTVM_DCMD_STRING      1
+#define RTVM_DCMD_BOOLEAN     2
+#define RTVM_DCMD_INT         3
+#define RTVM_DCMD_MEMORY_SIZE 4
+#define RTVM_DCMD_NANOTIME    5
+
+/* An argument or option. For an option, name is its key (no space, '=' or quote): "-all",
+ * "scale"; an argument's name appears in help only ("filename"). */
+typedef struct rtvm_dcmd_param {
+    const char *name;
+    const char *description;    /* NULL: "" */
+    int type;                   /* RTVM_DCMD_* */
+    int mandatory;              /* non-zero: the command fails without it (no default then) */
+    const char *default_value;  /* NULL: no default; else read as its type reads a value
+                                   ("false", "0", "1m", "10s") and printed by help */
+} rtvm_dcmd_param;
+
+/* The values of one run, and its output: valid only during the call of the function, on
+ * its thread. */
+typedef struct rtvm_dcmd_args rtvm_dcmd_args;
+typedef struct rtvm_dcmd_output rtvm_dcmd_output;
+
+/* A command's function: writes its output with rtvm_dcmd_print/rtvm_dcmd_write and returns
+ * 0, or non-zero to fail: the reply is then what it wrote followed by
+ * "java.lang.RuntimeException: <message>" (the message of rtvm_dcmd_set_error, or
+ * "diagnostic command <name> failed (<code>)"), status -1 for jcmd. */
+typedef int (*rtvm_dcmd_fn)(void *ctx, const rtvm_dcmd_args *args, rtvm_dcmd_output *out);
+
+typedef struct rtvm_dcmd_desc {
+    int version;                       /* RTVM_VERSION_1 */
+    const char *name;                  /* HotSpot's Area.name form: "GC.run" (letters,
+                                          digits, '_'; at most 100 bytes) */
+    const char *description;           /* help's second line */
+    const char *impact;                /* NULL: "Low"; "Medium: Depends on Java heap size
+                                          and content." */
+    const char *permission;            /* NULL: no Permission line; "java.lang.management.
+                                          ManagementPermission(monitor)" */
+    size_t n_arguments;
+    const rtvm_dcmd_param *arguments;  /* in order */
+    size_t n_options;
+    const rtvm_dcmd_param *options;
+    rtvm_dcmd_fn fn;
+    void *ctx;                         /* passed to fn and release, untouched */
+    void (*release)(void *ctx);        /* NULL, or called once when rtvm no longer needs ctx
+                                          (see Destroy above); not if the registration
+                                          fails */
+} rtvm_dcmd_desc;
+
+/* Adds the command described by *desc (everything copied: the descriptor, its strings and
+ * arrays may be freed on return). Errors, with nothing registered: RTVM_EVERSION (an
+ * unknown desc->version), RTVM_EINVAL (NULL vm, desc, name, description or fn; a name not
+ * of the Area.name form; a malformed parameter: NULL or duplicate name, an unknown type, a
+ * default its type cannot read, a mandatory parameter with a default), RTVM_EEXIST (one of
+ * rtvm's own commands, or one registered before), RTVM_ESHUTDOWN (rtvm_destroy has begun),
+ * RTVM_EFORK (in a child of fork()); rtvm_last_error() says which. Any thread. */
+int rtvm_register_diagnostic_command(rtvm_vm *vm, const rtvm_dcmd_desc *desc);
+
+/* Reading the values, inside the function. The getters return 1 and store the value if
+ * the parameter has one (given on the command line, or its default), 0 if it has none
+ * (*value untouched), RTVM_EINVAL for NULL pointers, a name the command does not declare,
+ * or a parameter of another type. A string stays valid during the call. */
+int rtvm_dcmd_get_string(const rtvm_dcmd_args *args, const char *name, const char **value);
+int rtvm_dcmd_get_boolean(const rtvm_dcmd_args *args, const char *name, int *value);
+int rtvm_dcmd_get_int(const rtvm_dcmd_args *args, const char *name, int64_t *value);
+int rtvm_dcmd_get_memory_size(const rtvm_dcmd_args *args, const char *name, uint64_t *value);
+int rtvm_dcmd_get_nanotime(const rtvm_dcmd_args *args, const char *name, int64_t *value);
+
+/* 1 if the parameter was given on the command line, 0 if not (its default, if any, applies),
+ * RTVM_EINVAL for a name the command does not declare. */
+int rtvm_dcmd_is_set(const rtvm_dcmd_args *args, const char *name);
+
+/* 1 once rtvm_destroy has begun: a function that waits should return soon (see Destroy). */
+int rtvm_dcmd_cancelled(const rtvm_dcmd_args *args);
+
+/* Appends text (NUL-terminated) or len bytes to the command's output (bytes that are not
+ * UTF-8 become U+FFFD). RTVM_OK, or RTVM_EINVAL for NULL pointers. */
+int rtvm_dcmd_print(rtvm_dcmd_output *out, const char *text);
+int rtvm_dcmd_write(rtvm_dcmd_output *out, const char *data, size_t len);
+
+/* The message of the failure the function is about to return (copied; used only if it
+ * returns non-zero). */
+int rtvm_dcmd_set_error(rtvm_dcmd_output *out, const char *message);
 
 /* ---- Stopping threads for a collector ----
  *

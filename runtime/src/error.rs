@@ -90,6 +90,66 @@ impl From<&crate::safepoint::SafepointError> for ErrorCode {
     }
 }
 
+/// Why [`VmHandle::register_diagnostic_command`] refused a command (nothing was registered).
+///
+/// [`VmHandle::register_diagnostic_command`]: crate::VmHandle::register_diagnostic_command
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DcmdError {
+    /// The name is not of HotSpot's `Area.name` form.
+    #[error("diagnostic command name '{name}' is invalid: a name is Area.name (an ASCII letter, then letters, digits or '_'; a '.'; then letters, digits or '_'; at most 100 bytes), like GC.run")]
+    InvalidName {
+        /// The name given.
+        name: String,
+    },
+    /// A command of that name exists: one of rtvm's own, or one registered before.
+    #[error("a diagnostic command named '{name}' exists already ({})", if *.builtin { "one of rtvm's own" } else { "registered before" })]
+    Exists {
+        /// The name given.
+        name: String,
+        /// Whether it is one of rtvm's own commands.
+        builtin: bool,
+    },
+    /// An argument or option is malformed: an empty or duplicate name, an option name with a
+    /// space, `=` or a quote, a default its type cannot read, a mandatory parameter with a
+    /// default, text with a NUL.
+    #[error("diagnostic command '{command}': {what} '{parameter}': {reason}")]
+    InvalidParameter {
+        /// The command's name.
+        command: String,
+        /// `argument` or `option`.
+        what: &'static str,
+        /// The parameter's name.
+        parameter: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The command's own text (description, impact, permission) has a NUL or is empty.
+    #[error("diagnostic command '{command}': {reason}")]
+    InvalidText {
+        /// The command's name.
+        command: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The VM's destroy has begun.
+    #[error("diagnostic command '{name}' not registered: the VM is shutting down")]
+    ShuttingDown {
+        /// The name given.
+        name: String,
+    },
+}
+
+impl From<&DcmdError> for ErrorCode {
+    fn from(e: &DcmdError) -> ErrorCode {
+        match e {
+            DcmdError::Exists { .. } => ErrorCode::Exists,
+            DcmdError::ShuttingDown { .. } => ErrorCode::ShuttingDown,
+            _ => ErrorCode::Inval,
+        }
+    }
+}
+
 /// Memory or address space ran out (`ENOMEM`): [`ErrorCode::NoMem`], else `other`.
 fn no_mem_or(out_of_memory: bool, other: ErrorCode) -> ErrorCode {
     if out_of_memory {

@@ -52,7 +52,7 @@
 //! | `src/xlog/` | `-Xlog`: selections, outputs and rotation, decorations, dispatch |
 //! | `src/output.rs` | [`Output`]: standard streams or the embedder's hook |
 //! | `src/error.rs` | [`CreateError`], [`ErrorCode`] and the one mapping of errors to codes |
-//! | `src/service/` | serviceability: `SIGQUIT`, the attach listener, diagnostic commands, thread dumps, perf data |
+//! | `src/service/` | serviceability: `SIGQUIT`, the attach listener, diagnostic commands (the embedder's too: [`DiagnosticCommand`]), thread dumps, perf data |
 //! | `src/version.rs` | the VM's name and version |
 //! | `src/capi/` | the C API of `include/rtvm.h`, by area |
 #![deny(unsafe_code)]
@@ -78,7 +78,7 @@ mod workers;
 mod xlog;
 
 pub use args::{lossy, InitArgs, ENV_OPTIONS};
-pub use error::{CreateError, ErrorCode, ErrorKind, ShutdownError};
+pub use error::{CreateError, DcmdError, ErrorCode, ErrorKind, ShutdownError};
 pub use heap::{Heap, HeapBlock, HeapError, HeapStats, Nursery, Tlab};
 pub use lifecycle::VmState;
 pub use memory::{MemoryError, MemoryRequest, VmMemory};
@@ -89,6 +89,7 @@ pub use safepoint::{
     declare_code, forget_code, safepoint_poll, CodeError, CodeKind, NoAsyncStop, SafeRegion,
     SafepointError, StackKind, StopHow, StoppedThread, WorldStopped,
 };
+pub use service::dcmd::{DcmdArguments, DcmdParam, DcmdType, DiagnosticCommand};
 pub use threads::{
     AttachedThread, StackBounds, StackConfig, ThreadBuilder, ThreadError, ThreadInfo, ThreadKind,
     ThreadState, VmThread,

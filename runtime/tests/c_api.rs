@@ -10,6 +10,10 @@
 //!   allocation, attach and stack bounds, the soft limit, the NMT idiom, threads, the
 //!   pretouch hold, embedder memory, giving memory back: the C heap trimmed, the heap
 //!   shrunk, memories discarded and shrunk, stacks trimmed);
+//! * `tests/c/dcmd_test.c`, one process per mode: the embedder's diagnostic commands
+//!   (registration and refusals, help, every type, HotSpot's messages, failures, `release`;
+//!   the real `jcmd` against the C host; a destroy with a cooperative and with a hung
+//!   command), the first mode also under `valgrind`;
 //! * `tests/c/dlopen_test.c`: 100 rounds of dlopen/create/destroy/dlclose with a host
 //!   SIGSEGV handler;
 //! * `tests/c/host_safety_test.c`, one process per mode: host signal handlers across VM
@@ -83,6 +87,10 @@ rtvm_testkit::tests!(
     c_a_full_signal_queue_is_reported,
     c_a_thread_gone_without_detaching_is_forgotten,
     c_a_fork_during_a_stop_gets_efork_not_a_hang,
+    c_diagnostic_commands_register_help_types_errors_release,
+    c_diagnostic_commands_are_valgrind_clean,
+    c_diagnostic_commands_through_the_real_jcmd,
+    c_diagnostic_commands_at_destroy_cooperative_and_hung,
 );
 
 fn root() -> PathBuf {
@@ -394,6 +402,49 @@ fn c_handshakes_by_the_target_and_by_the_caller() -> Outcome {
 
 fn c_stops_under_xrs_time_out_on_a_thread_that_never_polls() -> Outcome {
     safepoint_mode("xrs", true)
+}
+
+fn dcmd_binary() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        compile(
+            &root().join("tests/c/dcmd_test.c"),
+            "dcmd_test",
+            Link::Shared,
+            &["-O1", "-pthread", "-Wall", "-Wextra", "-Werror"],
+        )
+    })
+}
+
+fn dcmd_mode(mode: &str) -> Outcome {
+    c_toolchain()?;
+    let (code, out, err) = run(dcmd_binary(), &[mode]);
+    println!("{out}");
+    assert!(
+        code == 0 && out.contains(&format!("PASS {mode}")),
+        "dcmd_test {mode}: exit {code}\nstdout:\n{out}\nstderr:\n{err}"
+    );
+    Ok(())
+}
+
+fn c_diagnostic_commands_register_help_types_errors_release() -> Outcome {
+    dcmd_mode("api")
+}
+
+fn c_diagnostic_commands_are_valgrind_clean() -> Outcome {
+    c_toolchain()?;
+    require_tool("valgrind", have("valgrind"))?;
+    valgrind_clean(dcmd_binary(), &["api"]);
+    Ok(())
+}
+
+fn c_diagnostic_commands_through_the_real_jcmd() -> Outcome {
+    require_tool("jcmd", have("jcmd"))?;
+    dcmd_mode("jcmd")
+}
+
+fn c_diagnostic_commands_at_destroy_cooperative_and_hung() -> Outcome {
+    dcmd_mode("hang")
 }
 
 fn collector_binary() -> &'static Path {

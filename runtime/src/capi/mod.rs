@@ -15,11 +15,13 @@
 //! | `heap` | `rtvm_heap_*`, `rtvm_tlab_*`, `rtvm_release_pretouch` |
 //! | `memory` | `rtvm_memory_*` |
 //! | `threads` | `rtvm_thread_*`, `rtvm_current_stack_bounds`, `rtvm_attach_current_thread`, `rtvm_detach_current_thread` |
-//! | `nmt` | `rtvm_nmt_summary` |
+//! | `nmt` | `rtvm_nmt_summary`, `rtvm_diagnostic_command` |
+//! | `dcmd` | `rtvm_register_diagnostic_command`, `rtvm_dcmd_*` (the embedder's commands) |
 //! | `safepoint` | `rtvm_stop_the_world`, `rtvm_handshake`, the poll's slow path, safe regions, `rtvm_current_thread_id` |
 //! | here | `rtvm_last_error`, and what every entry point shares |
 
 mod collector;
+mod dcmd;
 mod heap;
 mod init;
 mod memory;

@@ -137,9 +137,15 @@ pub unsafe extern "C" fn rtvm_diagnostic_command(
         // SAFETY: the caller guarantees a NUL-terminated string.
         let line = unsafe { c_text(command) };
         let produce = || {
-            vm_ref
-                .diagnostic_command(&line)
-                .map_err(|e| fail(EINVAL, e.trim_end()))
+            vm_ref.diagnostic_command(&line).map_err(|e| {
+                // HotSpot's argument errors are the caller's; a command that failed is not.
+                let code = if e.starts_with("java.lang.IllegalArgumentException") {
+                    EINVAL
+                } else {
+                    super::ERR
+                };
+                fail(code, e.trim_end())
+            })
         };
         // SAFETY: forwarded to the caller.
         unsafe {

@@ -13,7 +13,8 @@
 //! * Better than HotSpot where it costs nothing: a client has 2 s to send its request and
 //!   must keep reading the reply (10 s without progress ends it), so a client that connects
 //!   and never writes, or never reads, cannot hold up the next ones; the VM's destroy wakes
-//!   the listener out of any wait.
+//!   the listener out of any wait. An embedder's command is answered by its own thread
+//!   (`answer_later`), so one that runs long holds up only its client.
 //! * The socket is removed when the listener stops; if it disappears meanwhile (a tmp
 //!   cleaner), the next `SIGQUIT` with a trigger file makes it again (JDK-8225690).
 
@@ -298,6 +299,9 @@ fn serve_client(ctx: &Context, mut stream: UnixStream, waker: &Waker, stop: &Ato
         return;
     }
     let (status, text) = match read_request(&mut stream, waker) {
+        Request::Complete(parts) if parts[1] == "jcmd" && dcmd::is_embedders(ctx, &parts[2]) => {
+            return answer_later(ctx, stream, &parts[2]);
+        }
         Request::Complete(parts) => execute(ctx, &parts[1], &parts[2..]),
         Request::Version => (101, String::new()),
         Request::Drop(why) => {
@@ -311,6 +315,34 @@ fn serve_client(ctx: &Context, mut stream: UnixStream, waker: &Waker, stop: &Ato
         log::debug!(target: "attach", "Attach reply not delivered: {e}");
     }
     let _ = stream.shutdown(std::net::Shutdown::Both);
+}
+
+/// An embedder's command may take long (a `GC.run` waits for a collection): the handler's
+/// own thread answers the client — a write bounded by [`REPLY_STALL`] — and the listener goes
+/// on serving the others at once.
+fn answer_later(ctx: &Context, stream: UnixStream, line: &str) {
+    let blocking = stream
+        .set_nonblocking(false)
+        .and_then(|()| stream.set_write_timeout(Some(REPLY_STALL)));
+    if let Err(e) = blocking {
+        log::debug!(target: "attach", "Attach connection dropped: {e}");
+        return;
+    }
+    dcmd::execute_detached(
+        ctx,
+        line,
+        Box::new(move |reply| {
+            let mut stream = stream;
+            let (status, text) = match reply {
+                Reply::Ok(text) => (0, text),
+                Reply::Failed(text) => (-1, text),
+            };
+            if let Err(e) = stream.write_all(format!("{status}\n{text}").as_bytes()) {
+                log::debug!(target: "attach", "Attach reply not delivered: {e}");
+            }
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+        }),
+    );
 }
 
 /// One operation: `(status, text)`.

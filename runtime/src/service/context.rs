@@ -10,6 +10,7 @@ use crate::heap::Heap;
 use crate::memory::MemoryRegistry;
 use crate::nmt::{NmtSummary, StackDetail, Usage};
 use crate::output::Output;
+use crate::service::dcmd::EmbedderCommands;
 use crate::threads::{Registry, StackPolicy};
 use crate::xlog::LogControl;
 
@@ -40,6 +41,8 @@ pub(crate) struct Context {
     pub(crate) stacks: StackPolicy,
     /// `VM.native_memory baseline`.
     pub(crate) baseline: Mutex<Option<NmtSummary>>,
+    /// The diagnostic commands the embedder registered.
+    pub(crate) dcmds: Arc<EmbedderCommands>,
 }
 
 impl Context {

@@ -14,7 +14,8 @@
 //! | `trimmer` | `-XX:TrimNativeHeapInterval`: the periodic trimmer thread |
 //!
 //! [`Service::start`] runs at VM creation (after the heap), [`Service::stop`] at destroy,
-//! after the application threads: the listener is stopped (a client being served is
+//! after the application threads: the embedder's diagnostic commands are closed (running
+//! ones get a grace period), the listener is stopped (a client being served is
 //! dropped) and its socket removed, the dispatcher is stopped and joined, the perf-data file
 //! is removed (saved first with `-XX:+PerfDataSaveToFile`).
 
@@ -128,13 +129,24 @@ impl Service {
 
     /// A thread dump, as `SIGQUIT` prints it.
     pub(crate) fn thread_dump(&self, options: DumpOptions) -> String {
+        self.ctx.dcmds.reap();
         threaddump::thread_dump(&self.ctx.registry, options)
     }
 
+    /// Registers an embedder's diagnostic command.
+    pub(crate) fn register(&self, command: dcmd::DiagnosticCommand) -> Result<(), dcmd::DcmdError> {
+        self.ctx.dcmds.register(command, dcmd::is_builtin)
+    }
+
     /// Stops the listener and the dispatcher and removes the files; returns what failed.
+    /// The embedder's diagnostic commands go first: running ones get
+    /// [`dcmd::SHUTDOWN_GRACE`] to finish while the listener still delivers their replies.
     pub(crate) fn stop(&self) -> Vec<String> {
         let mut errors = Vec::new();
         let in_creator = self.generation == rtvm_os_linux::system::process_generation();
+        if in_creator {
+            errors.extend(self.ctx.dcmds.close(dcmd::SHUTDOWN_GRACE));
+        }
         let listener = self
             .listener
             .lock()

@@ -196,6 +196,7 @@ pub(super) fn create(args: InitArgs) -> Result<Vm, CreateError> {
             log: Some(log_control),
             stacks: policy.stacks.clone(),
             baseline: Mutex::new(None),
+            dcmds: Default::default(),
         },
         quit_baseline,
     )?;

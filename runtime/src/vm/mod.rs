@@ -36,6 +36,7 @@ use rtvm_os_linux::quit::QuitHandler;
 use rtvm_os_linux::signals::SignalHandlers;
 
 use crate::args::InitArgs;
+use crate::error::DcmdError;
 use crate::error::{CreateError, ShutdownError};
 use crate::heap::{Heap, HeapBlock, HeapError, HeapStats, Tlab};
 use crate::lifecycle::{Singleton, VmState};
@@ -44,6 +45,7 @@ use crate::nmt::NmtSummary;
 use crate::output::Output;
 use crate::policy::Policy;
 use crate::pretouch::PretouchReport;
+use crate::service::dcmd::DiagnosticCommand;
 use crate::service::{DumpOptions, Service};
 use crate::threads::{
     AttachedThread, Registry, StackBounds, StackConfig, ThreadBuilder, ThreadError, ThreadInfo,
@@ -352,14 +354,55 @@ impl VmHandle {
     }
 
     /// Runs a diagnostic command as `jcmd <pid> <line>` would (`VM.native_memory summary`,
-    /// `Thread.print`, `help`): `Ok` with the text the command printed, `Err` with HotSpot's
-    /// exception line for a command or argument it does not know
-    /// (`java.lang.IllegalArgumentException: Unknown diagnostic command`).
+    /// `Thread.print`, `help`, or one of the embedder's): `Ok` with the text the command
+    /// printed, `Err` with HotSpot's exception line for a command or argument it does not
+    /// know (`java.lang.IllegalArgumentException: Unknown diagnostic command`), or with what
+    /// a failed embedder's command wrote and its `java.lang.RuntimeException: …` line.
+    ///
+    /// An embedder's command runs on a service thread of its own while the caller waits (in
+    /// a safe region, if the caller is a mutator): see
+    /// [`register_diagnostic_command`](VmHandle::register_diagnostic_command).
     pub fn diagnostic_command(&self, line: &str) -> Result<String, String> {
         match self.inner.service.execute(line) {
             crate::service::dcmd::Reply::Ok(text) => Ok(text),
             crate::service::dcmd::Reply::Failed(text) => Err(text),
         }
+    }
+
+    /// Adds a diagnostic command of the embedder's (a collector's `GC.heap_info`, `GC.run`) to
+    /// the VM's table: `help` lists it among rtvm's own, sorted as HotSpot sorts them, `help
+    /// <name>` prints its help in HotSpot's layout, and `jcmd <pid> <name> <args>` — or
+    /// [`diagnostic_command`](VmHandle::diagnostic_command) — parses its arguments with
+    /// HotSpot's rules and messages and runs it.
+    ///
+    /// **The handler** runs on a VM service thread of its own, named `DCmd <name>`, never on
+    /// a mutator: it is not stopped with the world and may block (a `GC.run` that waits for a
+    /// collection). Runs may overlap (several clients, several in-process callers). A panic
+    /// in it is caught: the command fails (`java.lang.RuntimeException: diagnostic command
+    /// <name> panicked: …`), the VM runs on. A handler that never returns holds up only its
+    /// caller: for `jcmd`, the handler's thread answers its client itself and the attach
+    /// listener goes on serving the others.
+    ///
+    /// **At destroy** (before the attach listener stops): new runs and registrations are
+    /// refused, [`DcmdArguments::cancelled`](crate::DcmdArguments::cancelled) turns true, and running handlers get 5 s to
+    /// return (their callers get their replies). A handler still running then is left
+    /// running — its thread, stack, arguments and the handler itself stay until it returns —
+    /// its caller gets a failure, and [`Vm::shutdown`] reports it among its failures. The
+    /// table is then dropped (with the handlers no run holds), which also ends any cycle a
+    /// handler holding a [`VmHandle`] makes.
+    ///
+    /// Errors (nothing registered): [`DcmdError::InvalidName`] (not HotSpot's `Area.name`),
+    /// [`DcmdError::Exists`] (one of rtvm's own commands, or one registered before),
+    /// [`DcmdError::InvalidParameter`] / [`DcmdError::InvalidText`] (a malformed
+    /// declaration: a default its type cannot read, say), [`DcmdError::ShuttingDown`] (the
+    /// destroy has begun). Any thread.
+    pub fn register_diagnostic_command(&self, command: DiagnosticCommand) -> Result<(), DcmdError> {
+        if self.state() != VmState::Running {
+            return Err(DcmdError::ShuttingDown {
+                name: command.name().to_owned(),
+            });
+        }
+        self.inner.service.register(command)
     }
 
     /// Trims the C heap now (glibc `malloc_trim(0)`, as `jcmd System.trim_native_heap`):

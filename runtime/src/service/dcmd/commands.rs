@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use rtvm_flags::{print_command_line_flags, print_flags, PrintWhich, Source};
 
-use super::{help_for, specs, ArgType, Args, Param, Reply, Spec};
+use super::{catalog, help_for, lookup, specs, Args, DcmdType, Param, Reply, Spec};
 use crate::nmt::NmtScale;
 use crate::service::context::Context;
 use crate::service::properties::{store_format, system_properties};
@@ -20,7 +20,7 @@ const CONTROL: Option<&str> = Some("java.lang.management.ManagementPermission(co
 const fn option(
     name: &'static str,
     description: &'static str,
-    ty: ArgType,
+    ty: DcmdType,
     default: Option<&'static str>,
 ) -> Param {
     Param {
@@ -50,8 +50,8 @@ pub(super) static SPECS: &[Spec] = &[
         permission: MONITOR,
         arguments: &[],
         options: &[
-            option("-l", "print java.util.concurrent locks", ArgType::Bool, Some("false")),
-            option("-e", "print extended thread information", ArgType::Bool, Some("false")),
+            option("-l", "print java.util.concurrent locks", DcmdType::Boolean, Some("false")),
+            option("-e", "print extended thread information", DcmdType::Boolean, Some("false")),
         ],
         run: thread_print,
     },
@@ -70,7 +70,7 @@ pub(super) static SPECS: &[Spec] = &[
         impact: "Low",
         permission: MONITOR,
         arguments: &[],
-        options: &[option("-all", "Print all flags supported by the VM", ArgType::Bool, Some("false"))],
+        options: &[option("-all", "Print all flags supported by the VM", DcmdType::Boolean, Some("false"))],
         run: vm_flags,
     },
     Spec {
@@ -89,13 +89,13 @@ pub(super) static SPECS: &[Spec] = &[
         permission: CONTROL,
         arguments: &[],
         options: &[
-            option("output", "The name or index (#<index>) of output to configure.", ArgType::Str, None),
-            option("output_options", "Options for the output.", ArgType::Str, None),
-            option("what", "Configures what tags to log.", ArgType::Str, None),
-            option("decorators", "Configures which decorators to use. Use 'none' or an empty value to remove all.", ArgType::Str, None),
-            option("disable", "Turns off all logging and clears the log configuration.", ArgType::Bool, None),
-            option("list", "Lists current log configuration.", ArgType::Bool, None),
-            option("rotate", "Rotates all logs.", ArgType::Bool, None),
+            option("output", "The name or index (#<index>) of output to configure.", DcmdType::String, None),
+            option("output_options", "Options for the output.", DcmdType::String, None),
+            option("what", "Configures what tags to log.", DcmdType::String, None),
+            option("decorators", "Configures which decorators to use. Use 'none' or an empty value to remove all.", DcmdType::String, None),
+            option("disable", "Turns off all logging and clears the log configuration.", DcmdType::Boolean, None),
+            option("list", "Lists current log configuration.", DcmdType::Boolean, None),
+            option("rotate", "Rotates all logs.", DcmdType::Boolean, None),
         ],
         run: vm_log,
     },
@@ -106,14 +106,14 @@ pub(super) static SPECS: &[Spec] = &[
         permission: MONITOR,
         arguments: &[],
         options: &[
-            option("summary", "request runtime to report current memory summary, which includes total reserved and committed memory, along with memory usage summary by each subsytem.", ArgType::Bool, Some("false")),
-            option("detail", "request runtime to report memory allocation >= 1K by each callsite.", ArgType::Bool, Some("false")),
-            option("baseline", "request runtime to baseline current memory usage, so it can be compared against in later time.", ArgType::Bool, Some("false")),
-            option("summary.diff", "request runtime to report memory summary comparison against previous baseline.", ArgType::Bool, Some("false")),
-            option("detail.diff", "request runtime to report memory detail comparison against previous baseline, which shows the memory allocation activities at different callsites.", ArgType::Bool, Some("false")),
-            option("shutdown", "deprecated.", ArgType::Bool, Some("false")),
-            option("statistics", "print tracker statistics for tuning purpose.", ArgType::Bool, Some("false")),
-            option("scale", "Memory usage in which scale, KB, MB or GB", ArgType::Str, Some("KB")),
+            option("summary", "request runtime to report current memory summary, which includes total reserved and committed memory, along with memory usage summary by each subsytem.", DcmdType::Boolean, Some("false")),
+            option("detail", "request runtime to report memory allocation >= 1K by each callsite.", DcmdType::Boolean, Some("false")),
+            option("baseline", "request runtime to baseline current memory usage, so it can be compared against in later time.", DcmdType::Boolean, Some("false")),
+            option("summary.diff", "request runtime to report memory summary comparison against previous baseline.", DcmdType::Boolean, Some("false")),
+            option("detail.diff", "request runtime to report memory detail comparison against previous baseline, which shows the memory allocation activities at different callsites.", DcmdType::Boolean, Some("false")),
+            option("shutdown", "deprecated.", DcmdType::Boolean, Some("false")),
+            option("statistics", "print tracker statistics for tuning purpose.", DcmdType::Boolean, Some("false")),
+            option("scale", "Memory usage in which scale, KB, MB or GB", DcmdType::String, Some("KB")),
         ],
         run: native_memory,
     },
@@ -126,14 +126,14 @@ pub(super) static SPECS: &[Spec] = &[
             Param {
                 name: "flag name",
                 description: "The name of the flag we want to set",
-                ty: ArgType::Str,
+                ty: DcmdType::String,
                 mandatory: true,
                 default: None,
             },
             Param {
                 name: "string value",
                 description: "The value we want to set",
-                ty: ArgType::Str,
+                ty: DcmdType::String,
                 mandatory: false,
                 default: None,
             },
@@ -156,7 +156,7 @@ pub(super) static SPECS: &[Spec] = &[
         impact: "Low",
         permission: None,
         arguments: &[],
-        options: &[option("-date", "Add a prefix with current date", ArgType::Bool, Some("false"))],
+        options: &[option("-date", "Add a prefix with current date", DcmdType::Boolean, Some("false"))],
         run: uptime,
     },
     Spec {
@@ -176,32 +176,32 @@ pub(super) static SPECS: &[Spec] = &[
         arguments: &[Param {
             name: "command name",
             description: "The name of the command for which we want help",
-            ty: ArgType::Str,
+            ty: DcmdType::String,
             mandatory: false,
             default: None,
         }],
-        options: &[option("-all", "Show help for all commands", ArgType::Bool, Some("false"))],
+        options: &[option("-all", "Show help for all commands", DcmdType::Boolean, Some("false"))],
         run: help,
     },
 ];
 
-fn help(_: &Context, a: &Args) -> Reply {
+fn help(ctx: &Context, a: &Args) -> Reply {
     let mut s = String::new();
     if a.flag("-all") {
-        for spec in specs() {
-            let _ = write!(s, "{}\n\t{}\n\n", spec.name, spec.description);
+        for c in catalog(ctx) {
+            let _ = write!(s, "{}\n\t{}\n\n", c.name(), c.description());
         }
     } else if let Some(name) = a.get("command name") {
-        match specs().iter().find(|s| s.name == name) {
-            Some(spec) => s = help_for(spec),
+        match lookup(ctx, name) {
+            Some(c) => s = c.help(),
             None => {
                 let _ = writeln!(s, "Help unavailable : '{name}' : No such command");
             }
         }
     } else {
         let _ = writeln!(s, "The following commands are available:");
-        for spec in specs() {
-            let _ = writeln!(s, "{}", spec.name);
+        for c in catalog(ctx) {
+            let _ = writeln!(s, "{}", c.name());
         }
         let _ = writeln!(s);
         let _ = writeln!(

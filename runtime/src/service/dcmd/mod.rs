@@ -5,14 +5,33 @@
 //! `Options:`). Errors that HotSpot raises as Java exceptions come back as
 //! [`Reply::Failed`] (`java.lang.IllegalArgumentException: …`, status -1 for the attach
 //! client); what a command says about its own subject is a normal reply (status 0).
+//!
+//! | file | what |
+//! | --- | --- |
+//! | `parse` | the tokenizer, the types and their values, the parser |
+//! | `commands` | rtvm's own commands |
+//! | `embedder` | the embedder's commands: the builder and the checks of a registration |
+//! | `table` | the VM's table of them, running a handler, the destroy's part |
+//!
+//! `help` lists rtvm's commands and the embedder's together, sorted as HotSpot sorts them.
 
 mod commands;
+mod embedder;
+mod parse;
+mod table;
 
+pub use crate::error::DcmdError;
 pub(crate) use commands::vm_arguments;
+pub(crate) use embedder::Registered;
+pub use embedder::{DcmdParam, DiagnosticCommand};
+pub(crate) use parse::Value;
+pub use parse::{DcmdArguments, DcmdType};
+pub(crate) use table::{Deliver, EmbedderCommands, SHUTDOWN_GRACE};
 
-use std::collections::HashMap;
+use std::sync::Arc;
 
 use super::context::Context;
+use parse::{parse_args, Param};
 
 /// What a command answered.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -29,36 +48,7 @@ impl Reply {
     }
 }
 
-/// The type of an argument or option, as `help` names it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum ArgType {
-    /// `STRING`
-    Str,
-    /// `BOOLEAN`: given alone it means true.
-    Bool,
-}
-
-impl ArgType {
-    fn name(self) -> &'static str {
-        match self {
-            ArgType::Str => "STRING",
-            ArgType::Bool => "BOOLEAN",
-        }
-    }
-}
-
-/// One argument or option of a command.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Param {
-    pub(crate) name: &'static str,
-    pub(crate) description: &'static str,
-    pub(crate) ty: ArgType,
-    pub(crate) mandatory: bool,
-    /// The default as `help` prints it (`None`: `no default value`).
-    pub(crate) default: Option<&'static str>,
-}
-
-/// A command's declaration.
+/// A built-in command's declaration.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Spec {
     pub(crate) name: &'static str,
@@ -70,139 +60,44 @@ pub(crate) struct Spec {
     pub(crate) run: fn(&Context, &Args) -> Reply,
 }
 
-/// The values a command line gave, by parameter name.
-#[derive(Debug, Default)]
-pub(crate) struct Args {
-    values: HashMap<&'static str, String>,
+/// The built-in commands' name for the parsed arguments.
+pub(crate) type Args = DcmdArguments;
+
+/// A command of the table `help` lists: one of rtvm's own or one the embedder registered.
+pub(crate) enum Command {
+    Builtin(&'static Spec),
+    Embedder(Arc<Registered>),
 }
 
-impl Args {
-    /// The value of a string parameter, if given (or defaulted).
-    pub(crate) fn get(&self, name: &str) -> Option<&str> {
-        self.values.get(name).map(String::as_str)
+impl Command {
+    pub(crate) fn name(&self) -> &str {
+        match self {
+            Command::Builtin(s) => s.name,
+            Command::Embedder(r) => &r.name,
+        }
     }
 
-    /// Whether a boolean parameter is true.
-    pub(crate) fn flag(&self, name: &str) -> bool {
-        self.values.get(name).is_some_and(|v| v == "true")
+    pub(crate) fn description(&self) -> &str {
+        match self {
+            Command::Builtin(s) => s.description,
+            Command::Embedder(r) => &r.description,
+        }
     }
 
-    /// Whether a parameter was given (or defaulted).
-    pub(crate) fn has(&self, name: &str) -> bool {
-        self.values.contains_key(name)
-    }
-}
-
-/// Splits a command's argument text into `(key, value)` tokens at spaces, as HotSpot's
-/// `DCmdArgIter` does: a value (or a whole token) may be quoted with `"` or `'`.
-fn tokens(text: &str) -> Result<Vec<(String, Option<String>)>, String> {
-    let b: Vec<char> = text.chars().collect();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < b.len() {
-        while i < b.len() && b[i] == ' ' {
-            i += 1;
-        }
-        if i == b.len() {
-            break;
-        }
-        let mut key = String::new();
-        let mut value: Option<String> = None;
-        while i < b.len() && b[i] != ' ' {
-            if b[i] == '=' && value.is_none() {
-                value = Some(String::new());
-                i += 1;
-                continue;
-            }
-            let cur = match value.as_mut() {
-                Some(v) => v,
-                None => &mut key,
-            };
-            match b[i] {
-                q @ ('"' | '\'') => {
-                    i += 1;
-                    let start = i;
-                    while i < b.len() && b[i] != q {
-                        i += 1;
-                    }
-                    if i == b.len() {
-                        return Err("Format error in diagnostic command arguments".into());
-                    }
-                    cur.extend(&b[start..i]);
-                    i += 1;
-                }
-                c => {
-                    cur.push(c);
-                    i += 1;
-                }
-            }
-        }
-        out.push((key, value));
-    }
-    Ok(out)
-}
-
-fn parse_bool(param: &Param, value: &str) -> Result<String, Reply> {
-    match value {
-        "" | "true" => Ok("true".into()),
-        "false" => Ok("false".into()),
-        v => Err(Reply::illegal(format!(
-            "Boolean parsing error in command argument '{}'. Could not parse: {v}.",
-            param.name
-        ))),
-    }
-}
-
-/// Parses a command's argument text against its declaration.
-fn parse_args(spec: &Spec, text: &str) -> Result<Args, Reply> {
-    let mut args = Args::default();
-    let toks = tokens(text).map_err(Reply::illegal)?;
-    if spec.arguments.is_empty() && spec.options.is_empty() && !toks.is_empty() {
-        return Err(Reply::illegal(
-            "The argument list of this diagnostic command should be empty.",
-        ));
-    }
-    let mut next_argument = 0;
-    for (key, value) in toks {
-        if let Some(o) = spec.options.iter().find(|o| o.name == key) {
-            let v = match o.ty {
-                ArgType::Bool => parse_bool(o, value.as_deref().unwrap_or(""))?,
-                ArgType::Str => value.unwrap_or_default(),
-            };
-            args.values.insert(o.name, v);
-            continue;
-        }
-        let Some(a) = spec.arguments.get(next_argument) else {
-            return Err(Reply::illegal(format!(
-                "Unknown argument '{key}' in diagnostic command."
-            )));
-        };
-        next_argument += 1;
-        let whole = match value {
-            Some(v) => format!("{key}={v}"),
-            None => key,
-        };
-        let v = match a.ty {
-            ArgType::Bool => parse_bool(a, &whole)?,
-            ArgType::Str => whole,
-        };
-        args.values.insert(a.name, v);
-    }
-    for p in spec.arguments.iter().chain(spec.options) {
-        if args.values.contains_key(p.name) {
-            continue;
-        }
-        if p.mandatory {
-            return Err(Reply::illegal(format!(
-                "The argument '{}' is mandatory.",
-                p.name
-            )));
-        }
-        if let Some(d) = p.default {
-            args.values.insert(p.name, d.to_owned());
+    /// `help <command>`'s text.
+    pub(crate) fn help(&self) -> String {
+        match self {
+            Command::Builtin(s) => help_for(s),
+            Command::Embedder(r) => help_text(
+                &r.name,
+                &r.description,
+                &r.impact,
+                r.permission.as_deref(),
+                &r.arguments,
+                &r.options,
+            ),
         }
     }
-    Ok(args)
 }
 
 /// Every command rtvm has, sorted by name.
@@ -214,80 +109,160 @@ fn find(name: &str) -> Option<&'static Spec> {
     specs().iter().find(|s| s.name == name)
 }
 
+/// Whether `name` is one of rtvm's own commands.
+pub(crate) fn is_builtin(name: &str) -> bool {
+    find(name).is_some()
+}
+
+/// Every command — rtvm's and the embedder's — sorted by name as HotSpot's `help` sorts
+/// them (`strcmp`: by bytes, so `help` comes last).
+pub(crate) fn catalog(ctx: &Context) -> Vec<Command> {
+    let mut all: Vec<Command> = specs().iter().map(Command::Builtin).collect();
+    all.extend(ctx.dcmds.list().into_iter().map(Command::Embedder));
+    all.sort_by(|a, b| a.name().as_bytes().cmp(b.name().as_bytes()));
+    all
+}
+
+/// One command of the table by name.
+pub(crate) fn lookup(ctx: &Context, name: &str) -> Option<Command> {
+    find(name)
+        .map(Command::Builtin)
+        .or_else(|| ctx.dcmds.find(name).map(Command::Embedder))
+}
+
+/// A command line's name and the rest.
+fn split(line: &str) -> (&str, &str) {
+    let line = line.trim_matches(|c: char| c == ' ' || c == '\n' || c == '\r');
+    line.split_once(' ').unwrap_or((line, ""))
+}
+
+/// Whether a command line runs one of the embedder's commands (which may take long: the
+/// attach listener lets [`execute_detached`] answer its client).
+pub(crate) fn is_embedders(ctx: &Context, line: &str) -> bool {
+    let (name, _) = split(line);
+    find(name).is_none() && ctx.dcmds.find(name).is_some()
+}
+
+/// Runs one of the embedder's command lines for a client: bad input is answered at once, a
+/// run on the handler's thread when it returns, through `deliver` either way; the caller
+/// goes on at once.
+pub(crate) fn execute_detached(ctx: &Context, line: &str, deliver: Deliver) {
+    let (name, rest) = split(line);
+    let Some(command) = ctx.dcmds.find(name) else {
+        return deliver(Reply::illegal("Unknown diagnostic command"));
+    };
+    match parse_args(&command.arguments, &command.options, rest) {
+        Ok(args) => {
+            log::debug!(target: "attach", "Executing the embedder's dcmd '{}'", line.trim());
+            ctx.dcmds.run_detached(ctx, command, args, deliver);
+        }
+        Err(message) => deliver(Reply::illegal(message)),
+    }
+}
+
 /// Runs one command line (`VM.native_memory summary scale=MB`). An empty line does nothing
 /// and succeeds, as in HotSpot.
 pub(crate) fn execute(ctx: &Context, line: &str) -> Reply {
+    // The threads of runs that answered attach clients go first (a `Thread.print` lists
+    // none that ended).
+    ctx.dcmds.reap();
     let line = line.trim_matches(|c: char| c == ' ' || c == '\n' || c == '\r');
     if line.is_empty() {
         return Reply::Ok(String::new());
     }
-    let (name, rest) = line.split_once(' ').unwrap_or((line, ""));
-    let Some(spec) = find(name) else {
-        return Reply::illegal("Unknown diagnostic command");
-    };
-    match parse_args(spec, rest) {
-        Ok(args) => {
-            log::debug!(target: "attach", "Executing dcmd '{line}'");
-            (spec.run)(ctx, &args)
+    let (name, rest) = split(line);
+    match lookup(ctx, name) {
+        None => Reply::illegal("Unknown diagnostic command"),
+        Some(Command::Builtin(spec)) => match parse_args(spec.arguments, spec.options, rest) {
+            Ok(args) => {
+                log::debug!(target: "attach", "Executing dcmd '{line}'");
+                (spec.run)(ctx, &args)
+            }
+            Err(message) => Reply::illegal(message),
+        },
+        Some(Command::Embedder(command)) => {
+            match parse_args(&command.arguments, &command.options, rest) {
+                Ok(args) => {
+                    log::debug!(target: "attach", "Executing the embedder's dcmd '{line}'");
+                    ctx.dcmds.run(ctx, command, args)
+                }
+                Err(message) => Reply::illegal(message),
+            }
         }
-        Err(reply) => reply,
     }
 }
 
-/// `help <command>`: HotSpot's block for one command.
+/// `help <command>`: HotSpot's block for one built-in command.
 pub(crate) fn help_for(spec: &Spec) -> String {
+    help_text(
+        spec.name,
+        spec.description,
+        spec.impact,
+        spec.permission,
+        spec.arguments,
+        spec.options,
+    )
+}
+
+/// HotSpot's `help <command>` block: name, description, `Impact:`, `Permission:`, then the
+/// syntax — `Syntax: <name>` for a command without parameters (HotSpot's commands without a
+/// parser), otherwise `Syntax : <name> [options] <argument>...` with the `Arguments:` and
+/// `Options:` lists.
+fn help_text<S: AsRef<str>>(
+    name: &str,
+    description: &str,
+    impact: &str,
+    permission: Option<&str>,
+    arguments: &[Param<S>],
+    options: &[Param<S>],
+) -> String {
     let mut s = String::new();
-    s.push_str(spec.name);
+    s.push_str(name);
     s.push('\n');
-    s.push_str(spec.description);
+    s.push_str(description);
     s.push_str("\n\n");
-    s.push_str(&format!("Impact: {}\n\n", spec.impact));
-    if let Some(p) = spec.permission {
+    s.push_str(&format!("Impact: {impact}\n\n"));
+    if let Some(p) = permission {
         s.push_str(&format!("Permission: {p}\n\n"));
     }
-    if spec.arguments.is_empty() && spec.options.is_empty() {
-        s.push_str(&format!("Syntax: {}\n", spec.name));
+    if arguments.is_empty() && options.is_empty() {
+        s.push_str(&format!("Syntax: {name}\n"));
         return s;
     }
     let mut syntax = format!(
-        "Syntax : {} {}",
-        spec.name,
-        if spec.options.is_empty() {
-            ""
-        } else {
-            "[options]"
-        }
+        "Syntax : {name} {}",
+        if options.is_empty() { "" } else { "[options]" }
     );
-    for a in spec.arguments {
+    for a in arguments {
         if a.mandatory {
-            syntax.push_str(&format!(" <{}>", a.name));
+            syntax.push_str(&format!(" <{}>", a.name.as_ref()));
         } else {
-            syntax.push_str(&format!(" [<{}>]", a.name));
+            syntax.push_str(&format!(" [<{}>]", a.name.as_ref()));
         }
     }
     s.push_str(&syntax);
     s.push('\n');
-    let param = |s: &mut String, p: &Param| {
+    let param = |s: &mut String, p: &Param<S>| {
         s.push_str(&format!(
             "\t{} : {}{} ({}, {})\n",
-            p.name,
+            p.name.as_ref(),
             if p.mandatory { " " } else { "[optional] " },
-            p.description,
+            p.description.as_ref(),
             p.ty.name(),
-            p.default.unwrap_or("no default value")
+            p.default.as_ref().map_or("no default value", AsRef::as_ref)
         ));
     };
-    if !spec.arguments.is_empty() {
+    if !arguments.is_empty() {
         s.push_str("\nArguments:\n");
-        for a in spec.arguments {
+        for a in arguments {
             param(&mut s, a);
         }
     }
-    if !spec.options.is_empty() {
+    if !options.is_empty() {
         s.push_str(
             "\nOptions: (options must be specified using the <key> or <key>=<value> syntax)\n",
         );
-        for o in spec.options {
+        for o in options {
             param(&mut s, o);
         }
     }
@@ -297,25 +272,6 @@ pub(crate) fn help_for(spec: &Spec) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn tokenizer() {
-        assert_eq!(
-            tokens("summary scale=MB").unwrap(),
-            [
-                ("summary".into(), None),
-                ("scale".into(), Some("MB".into()))
-            ]
-        );
-        assert_eq!(
-            tokens("output=\"a b.log\" what='gc=debug'").unwrap(),
-            [
-                ("output".into(), Some("a b.log".into())),
-                ("what".into(), Some("gc=debug".into()))
-            ]
-        );
-        assert!(tokens("x=\"open").is_err());
-    }
 
     #[test]
     fn help_blocks_as_hotspot() {
@@ -328,36 +284,42 @@ mod tests {
         assert!(v.ends_with("Syntax: VM.version\n"), "{v}");
     }
 
+    fn parse(spec: &Spec, text: &str) -> Result<Args, Reply> {
+        parse_args(spec.arguments, spec.options, text).map_err(Reply::illegal)
+    }
+
     #[test]
     fn parse_errors_in_hotspots_words() {
         let flags = find("VM.flags").unwrap();
         assert_eq!(
-            parse_args(flags, "-foo").unwrap_err(),
+            parse(flags, "-foo").unwrap_err(),
             Reply::Failed("java.lang.IllegalArgumentException: Unknown argument '-foo' in diagnostic command.\n".into())
         );
-        assert!(parse_args(flags, "-all").unwrap().flag("-all"));
+        assert!(parse(flags, "-all").unwrap().flag("-all"));
         let version = find("VM.version").unwrap();
         assert_eq!(
-            parse_args(version, "x").unwrap_err(),
+            parse(version, "x").unwrap_err(),
             Reply::Failed("java.lang.IllegalArgumentException: The argument list of this diagnostic command should be empty.\n".into())
         );
         let set = find("VM.set_flag").unwrap();
         assert_eq!(
-            parse_args(set, "").unwrap_err(),
+            parse(set, "").unwrap_err(),
             Reply::Failed(
                 "java.lang.IllegalArgumentException: The argument 'flag name' is mandatory.\n"
                     .into()
             )
         );
-        let a = parse_args(set, "Foo 1").unwrap();
+        let a = parse(set, "Foo 1").unwrap();
         assert_eq!(
             (a.get("flag name"), a.get("string value")),
             (Some("Foo"), Some("1"))
         );
         let nmt = find("VM.native_memory").unwrap();
-        assert_eq!(parse_args(nmt, "").unwrap().get("scale"), Some("KB"));
-        assert!(
-            matches!(parse_args(nmt, "summary=maybe"), Err(Reply::Failed(m)) if m.contains("Boolean parsing error in command argument 'summary'"))
+        assert_eq!(parse(nmt, "").unwrap().get("scale"), Some("KB"));
+        // HotSpot's message ends in a newline of its own: the reply ends in a blank line.
+        assert_eq!(
+            parse(nmt, "summary=maybe").unwrap_err(),
+            Reply::Failed("java.lang.IllegalArgumentException: Boolean parsing error in command argument 'summary'. Could not parse: maybe.\n\n".into())
         );
     }
 }
