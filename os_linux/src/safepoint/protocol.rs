@@ -210,7 +210,7 @@ pub fn begin_stop<P: Platform>(w: &World<P>) -> u32 {
 
 /// Ends the stop: the threads waiting for it are woken as a tree — the stopper wakes
 /// [`Platform::WAKE_FANOUT`] of them and every thread that wakes wakes as many more before it goes on
-/// ([`wait_while_held`]) — so the stopper is not left waiting for a CPU behind a herd of
+/// (in the wait of [`resume`]) — so the stopper is not left waiting for a CPU behind a herd of
 /// threads it woke all at once (with 1,000 spinning threads on 2 CPUs that was seconds).
 pub fn end_stop<P: Platform>(w: &World<P>) {
     let cur = w.word.load();

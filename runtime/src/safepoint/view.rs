@@ -12,7 +12,8 @@ use super::Member;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum StopHow {
-    /// At a poll ([`safepoint_poll`]); its registers are spilled in its scan range.
+    /// At a poll ([`safepoint_poll`](crate::safepoint_poll)); its registers are spilled in its
+    /// scan range.
     Poll,
     /// In a safe region (entered by the embedder, or one of rtvm's own waits).
     SafeRegion,
