@@ -1,10 +1,13 @@
 //! HotSpot's stress modes for the stop protocol, as diagnostic flags: `-XX:+SafepointALot`
 //! stops the world every `-XX:GuaranteedSafepointInterval` ms, `-XX:+HandshakeALot` sends a
 //! no-op handshake to every mutator in turn each interval — both from one service thread
-//! ("VM Periodic Task Thread"), and both verify what they got: no stopped thread is running,
-//! every scan range lies on its thread's stack (or the other stack it was found on), and what
-//! a stopped thread published stays as it was while it is stopped. A failed check is a fatal
-//! error (the operator asked for the check), as a HotSpot debug build's assertion would be.
+//! ("VM Periodic Task Thread"), and both verify what they got: no stopped thread is running
+//! (by its state, and — for a thread stopped at a poll or by the signal — by the kernel's CPU
+//! clock of the thread, which must not move while it is stopped), every scan range lies on its
+//! thread's stack (or the other stack it was found on), what a stopped thread published stays
+//! as it was while it is stopped, and a handshake's operation runs on the target itself only
+//! when the target answered at its poll. A failed check is a fatal error (the operator asked
+//! for the check), as a HotSpot debug build's assertion would be.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -96,6 +99,13 @@ impl Stress {
 /// How long a stress stop waits (a straggler is reported by `-XX:+SafepointTimeout` first).
 const STRESS_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// How long a stopped thread's CPU clock is watched, and how much it may move meanwhile:
+/// between publishing its state and blocking, a thread that has just stopped runs for
+/// microseconds; one that runs while counted as stopped gets most of the window whenever it
+/// has a CPU.
+const CPU_WINDOW: Duration = Duration::from_micros(500);
+const CPU_ALLOWED: Duration = Duration::from_micros(250);
+
 fn run(safepoints: &Arc<Safepoints>, shared: &Shared, config: StressConfig) {
     let mut stopped = shared.stop.lock().unwrap_or_else(|p| p.into_inner());
     loop {
@@ -150,8 +160,33 @@ fn verify_stopped(threads: &[StoppedThread<'_>]) {
     for t in threads {
         check_ranges(t, "SafepointALot");
     }
+    // A thread in a safe region may run (foreign code, a blocking call); one stopped at a poll
+    // or by the signal waits in rtvm: the kernel's clock of its CPU time stands still.
+    let clocked: Vec<(&StoppedThread<'_>, Duration)> = threads
+        .iter()
+        .filter(|t| t.how() != StopHow::SafeRegion)
+        .filter_map(|t| Some((t, rtvm_os_linux::system::thread_cpu_time(t.tid())?)))
+        .collect();
+    std::thread::sleep(CPU_WINDOW);
+    for (t, cpu) in &clocked {
+        let Some(now) = rtvm_os_linux::system::thread_cpu_time(t.tid()) else {
+            continue;
+        };
+        let used = now.saturating_sub(*cpu);
+        if used > CPU_ALLOWED {
+            fatal(
+                &format!(
+                    "SafepointALot: {} ({:?}) used {} us of CPU in {} us while the world was stopped",
+                    describe(t),
+                    t.how(),
+                    used.as_micros(),
+                    CPU_WINDOW.as_micros()
+                ),
+                Some(t.tid()),
+            );
+        }
+    }
     // What a stopped thread published must not move while it is stopped.
-    std::thread::sleep(Duration::from_micros(50));
     for (t, (sp, regs)) in threads.iter().zip(&before) {
         let now = super::view_again(t);
         if now.scan().start != *sp || now.registers() != regs {
@@ -202,11 +237,25 @@ fn check_ranges(t: &StoppedThread<'_>, what: &str) {
     }
 }
 
-/// The checks of a handshake's operation: the target is not running the embedder's code
-/// unless it runs the operation itself, at its poll.
+/// The checks of a handshake's operation: only a target that answers at its poll runs the
+/// operation itself; otherwise this thread runs it, and the target is not running meanwhile
+/// (it is in a safe region, stopped by the signal, or still stopped at a poll by a stop that
+/// has just ended).
 fn verify_handshake(t: &StoppedThread<'_>) {
     check_ranges(t, "HandshakeALot");
-    if t.how() != StopHow::Poll && super::view_again(t).state_running() {
+    let me = rtvm_os_linux::system::current_tid();
+    if me == t.tid() {
+        if t.how() != StopHow::Poll {
+            fatal(
+                &format!(
+                    "HandshakeALot: {} runs its operation itself, found {:?}",
+                    describe(t),
+                    t.how()
+                ),
+                None,
+            );
+        }
+    } else if super::view_again(t).state_running() {
         fatal(
             &format!(
                 "HandshakeALot: {} is running during its handshake",
