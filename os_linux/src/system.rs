@@ -312,11 +312,16 @@ pub fn write_fd(fd: i32, mut bytes: &[u8]) {
     }
 }
 
-/// Ends the process after a fatal error a diagnostic mode asked for: writes `report` to fd 2,
-/// then sends `SIGABRT` to thread `culprit` of this process if given (a core then shows that
-/// thread's stack) and waits a little for it to end the process, else (or then) `abort()`.
-pub fn abort_process(report: &str, culprit: Option<i32>) -> ! {
+/// Ends the process after a fatal error a diagnostic mode asked for: writes `report` to fd 2;
+/// then, with `dump_core`, sends `SIGABRT` to thread `culprit` of this process if given (a
+/// core then shows that thread's stack) and waits a little for it to end the process, else
+/// (or then) `abort()`; without, `_exit(1)` (HotSpot's `-XX:-CreateCoredumpOnCrash`).
+pub fn abort_process(report: &str, culprit: Option<i32>, dump_core: bool) -> ! {
     write_stderr(report.as_bytes());
+    if !dump_core {
+        // SAFETY: _exit ends the process at once; nothing runs after it.
+        unsafe { libc::_exit(1) };
+    }
     if let Some(tid) = culprit.filter(|&t| t > 0) {
         // SAFETY: SIGABRT to a thread of this process; its default action ends the process.
         unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), tid, libc::SIGABRT) };

@@ -157,7 +157,7 @@ impl Safepoints {
             let now = Instant::now();
             if let Some(limit) = fatal_after {
                 if now >= begun + limit {
-                    handshake_timeout(name, &member.name.to_string_lossy(), &m.record, &chase);
+                    handshake_timeout(name, &member.name.to_string_lossy(), m, &chase);
                 }
             }
             let (claimed, done) = protocol::target_progress(core);
@@ -189,7 +189,8 @@ impl Safepoints {
                         SendOutcome::Sent => {
                             chase.sent += 1;
                             chase.next = now + chase.backoff;
-                            chase.backoff = (chase.backoff * 2).min(Duration::from_millis(1));
+                            chase.backoff =
+                                super::stop::next_backoff(chase.backoff, m.record.unsafe_stops().2);
                         }
                         SendOutcome::Outstanding => chase.next = now + chase.backoff,
                         SendOutcome::Failed(e) => {
@@ -234,23 +235,24 @@ impl Safepoints {
     }
 }
 
-/// `-XX:HandshakeTimeout`: HotSpot's words for a handshake that did not complete in time,
-/// then a fatal error.
-fn handshake_timeout(
-    name: &str,
-    thread: &str,
-    record: &rtvm_os_linux::safepoint::StopRecord,
-    chase: &Chase,
-) -> ! {
-    log::error!(target: "handshake", "Handshake timeout: {name}, pending threads: 1");
+/// `-XX:HandshakeTimeout`: java 17's words for a handshake that did not complete in time —
+/// the operation's address being that of the thread's handshake slot, and the thread named
+/// where java gives its address — then what the kernel says of it, and a fatal error.
+fn handshake_timeout(name: &str, thread: &str, m: &Mutator, chase: &Chase) -> ! {
+    let op = std::ptr::addr_of!(m.slot) as usize;
+    log::error!(target: "handshake", "Handshake timeout: {name}({op:#018x}), pending threads: 1");
     log::error!(
         target: "handshake",
-        "Thread \"{thread}\" (tid {}) has not cleared handshake op: {name} ({})",
-        record.tid(),
-        report::kernel_view(record, Some(chase))
+        "Thread \"{thread}\" (tid {}) has not cleared handshake op: {op:#018x}",
+        m.record.tid()
+    );
+    log::error!(
+        target: "handshake",
+        "   Kernel: {}",
+        report::kernel_view(&m.record, Some(chase))
     );
     log::logger().flush();
-    report::fatal("Handshake timeout", Some(record.tid()))
+    report::fatal("Handshake timeout", Some(m.record.tid()))
 }
 
 fn log_handshake(name: &str, by_requester: bool, begun: Instant) {

@@ -9,7 +9,7 @@
 //! when the target answered at its poll. A failed check is a fatal error (the operator asked
 //! for the check), as a HotSpot debug build's assertion would be.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
@@ -29,6 +29,18 @@ pub(super) fn timeout_delay_ms() -> u64 {
 /// Remembers `-XX:SafepointTimeoutDelay` for the reports.
 pub(crate) fn set_timeout_delay_ms(ms: u64) {
     TIMEOUT_DELAY_MS.store(ms, Ordering::Relaxed);
+}
+
+/// `-XX:+CreateCoredumpOnCrash`, for how a fatal error ends the process.
+static DUMP_CORE: AtomicBool = AtomicBool::new(true);
+
+pub(super) fn dump_core() -> bool {
+    DUMP_CORE.load(Ordering::Relaxed)
+}
+
+/// Remembers `-XX:+CreateCoredumpOnCrash` for the fatal errors.
+pub(crate) fn set_dump_core(dump: bool) {
+    DUMP_CORE.store(dump, Ordering::Relaxed);
 }
 
 /// What the stress thread does.
@@ -99,6 +111,11 @@ impl Stress {
 /// How long a stress stop waits (a straggler is reported by `-XX:+SafepointTimeout` first).
 const STRESS_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// The name of `SafepointALot`'s stops: java 17 runs them as its `VM_None` operation, so
+/// `-Xlog:safepoint` says `Safepoint "None", ...` and a timeout's fatal error "... when
+/// executing None.".
+const STRESS_STOP: &str = "None";
+
 /// How long a stopped thread's CPU clock is watched, and how much it may move meanwhile:
 /// between publishing its state and blocking, a thread that has just stopped runs for
 /// microseconds; one that runs while counted as stopped gets most of the window whenever it
@@ -119,7 +136,7 @@ fn run(safepoints: &Arc<Safepoints>, shared: &Shared, config: StressConfig) {
         }
         drop(stopped);
         if config.safepoints {
-            match safepoints.stop_the_world("Cleanup", STRESS_TIMEOUT) {
+            match safepoints.stop_the_world(STRESS_STOP, STRESS_TIMEOUT) {
                 Ok(world) => {
                     let views: Vec<StoppedThread<'_>> = world.threads().collect();
                     verify_stopped(&views);
