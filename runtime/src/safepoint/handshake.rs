@@ -155,11 +155,6 @@ impl Safepoints {
         let result = loop {
             let seen = os::arrivals();
             let now = Instant::now();
-            if let Some(limit) = fatal_after {
-                if now >= begun + limit {
-                    handshake_timeout(name, &member.name.to_string_lossy(), m, &chase);
-                }
-            }
             let (claimed, done) = protocol::target_progress(core);
             if claimed {
                 if done {
@@ -210,6 +205,13 @@ impl Safepoints {
                         )],
                         signals: config.signals,
                     });
+                }
+            }
+            // Only once the target has been looked at: a requester that ran late (a loaded
+            // machine) still runs the operation for a target that is safe by now.
+            if let Some(limit) = fatal_after {
+                if now >= begun + limit {
+                    handshake_timeout(name, &member.name.to_string_lossy(), m, &chase);
                 }
             }
             let mut next = deadline;
