@@ -57,11 +57,13 @@ pub(super) fn kernel_view(record: &StopRecord, chase: Option<&Chase>) -> String 
     let tid = record.tid();
     let signo = os::stop_signal();
     let mut s = String::new();
+    let mut running = false;
     match procfs::task_report(tid) {
         None => {
             let _ = write!(s, "gone (no /proc/self/task/{tid})");
         }
         Some(k) => {
+            running = k.state == 'R';
             s.push_str(&k.state_words());
             if let Some(n) = k.syscall {
                 let _ = write!(s, ", in system call {n}");
@@ -106,7 +108,9 @@ pub(super) fn kernel_view(record: &StopRecord, chase: Option<&Chase>) -> String 
             None if c.sent == 0 && signo != 0 && record.signal_outstanding() => {
                 s.push_str("; a stop signal sent earlier is still pending")
             }
-            None if c.sent > 0 && !in_section && record.signal_outstanding() => {
+            // A running thread takes it in a moment (it may wait for a CPU); pending for a
+            // thread that does not run is worth saying.
+            None if c.sent > 0 && !in_section && !running && record.signal_outstanding() => {
                 s.push_str("; the stop signal is pending, not handled")
             }
             None => {}
