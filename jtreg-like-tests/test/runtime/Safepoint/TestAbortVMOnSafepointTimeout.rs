@@ -25,8 +25,9 @@
  * @test id=polling
  * @summary The negative: with the same flags a thread that polls is stopped every interval
  *          (hundreds of stops in 2 s, -Xlog:safepoint) and nothing times out: exit 0. The
- *          delay is 500 ms here: on a loaded 2-CPU machine a runnable thread may wait longer
- *          than 50 ms for a CPU, and a thread that does not run reaches no poll (java alike)
+ *          delay is 1 s here: on a loaded 2-CPU machine a runnable thread may wait longer
+ *          than 50 ms for a CPU — hundreds of ms when the machine is overloaded — and a thread that
+ *          does not run reaches no poll (java alike: its polling loops time out at 50 ms then)
  * @requires os.family == "linux"
  * @run driver TestAbortVMOnSafepointTimeout polling
  */
@@ -172,7 +173,7 @@ fn aborts(mode: &str, kernel: &[&str]) -> TestResult {
 
 fn polling() -> TestResult {
     let mut args: Vec<&str> = FLAGS.to_vec();
-    args.extend_from_slice(&["-XX:SafepointTimeoutDelay=500", "-Xlog:safepoint", "StopStraggler", "polling", "2"]);
+    args.extend_from_slice(&["-XX:SafepointTimeoutDelay=1000", "-Xlog:safepoint", "StopStraggler", "polling", "2"]);
     let out = ProcessTools::execute_within(ProcessTools::create_limited_test_vm(&args), Duration::from_secs(60))?;
     out.should_have_exit_value(0)?
         .should_match(r"^StopStraggler: polling for 2 s \(\d+ polls\): done$")?
@@ -180,7 +181,7 @@ fn polling() -> TestResult {
         .should_not_contain("fatal error")?;
     let stops = out.stdout.lines().filter(|l| l.contains("[info][safepoint] Safepoint \"None\", ")).count();
     // Every 1 ms nominally; a loaded 2-CPU machine gives far fewer, never none.
-    check(stops >= 20, || format!("only {stops} stops in 2 s:\n{}", out.stdout))?;
+    check(stops >= 5, || format!("only {stops} stops in 2 s:\n{}", out.stdout))?;
     println!("polling: {stops} stops in 2 s, no timeout");
     Ok(())
 }

@@ -22,8 +22,9 @@
 /*
  * @test id=polling
  * @summary The negative: with the same flags a thread that polls answers every handshake
- *          (-Xlog:handshake) and nothing times out: exit 0. The limit is 500 ms here: on a
- *          loaded 2-CPU machine a runnable thread may wait longer than 50 ms for a CPU
+ *          (-Xlog:handshake) and nothing times out: exit 0. The limit is 1 s here: on a
+ *          loaded 2-CPU machine a runnable thread may wait longer than 50 ms for a CPU (hundreds
+ *          of ms when the machine is overloaded)
  * @requires os.family == "linux"
  * @run driver HandshakeTimeoutTest polling
  */
@@ -109,13 +110,13 @@ fn times_out(mode: &str, kernel: &str) -> TestResult {
 
 fn polling() -> TestResult {
     let mut args: Vec<&str> = FLAGS.to_vec();
-    args.extend_from_slice(&["-XX:HandshakeTimeout=500", "-Xlog:handshake", "StopStraggler", "polling", "1"]);
+    args.extend_from_slice(&["-XX:HandshakeTimeout=1000", "-Xlog:handshake", "StopStraggler", "polling", "1"]);
     let out = ProcessTools::execute_within(ProcessTools::create_limited_test_vm(&args), Duration::from_secs(60))?;
     out.should_have_exit_value(0)?
         .should_contain("StopStraggler: polling for 1 s")?
         .should_not_contain("Handshake timeout")?;
     let handshakes = out.stdout.lines().filter(|l| l.contains("Handshake \"HandshakeALot\", Targeted threads: 1")).count();
-    check(handshakes >= 10, || format!("only {handshakes} handshakes in 1 s:\n{}", out.stdout))?;
+    check(handshakes >= 3, || format!("only {handshakes} handshakes in 1 s:\n{}", out.stdout))?;
     println!("polling: {handshakes} handshakes in 1 s, none timed out");
     Ok(())
 }
