@@ -53,7 +53,8 @@ pub fn test_vm_mains() -> rtvm_launcher::Mains {
 
 /// Whether the test VM has a main of this name.
 pub fn has_main(name: &str) -> bool {
-    name == "IdleThreads" || mains::TEST_MAINS.iter().any(|(n, _, _)| *n == name)
+    rtvm_launcher::Mains::builtin().get(name).is_some()
+        || mains::TEST_MAINS.iter().any(|(n, _, _)| *n == name)
 }
 
 /// The environment variable with which a fault-injection test makes `madvise` with one

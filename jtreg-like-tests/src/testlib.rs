@@ -270,6 +270,65 @@ impl JavaTools {
     }
 }
 
+impl JavaTools {
+    /// Compiles `source`, the Java source of the public class `class`, with `javac` into the
+    /// directory `java-<class>` of the working directory (the test's scratch directory) and
+    /// returns that directory, for `-cp`; `None`, with the reason printed, when `java` or
+    /// `javac` is not installed (with `RTVM_CI` set a missing java fails, see
+    /// [`available`](Self::available)).
+    pub fn compile(class: &str, source: &str) -> Result<Option<String>, TestFailure> {
+        if !Self::available() || crate::service::jdk_tool("javac").is_none() {
+            println!("java (javac) is not installed here: {class} not compiled, not compared");
+            return Ok(None);
+        }
+        let dir = std::env::current_dir()
+            .map_err(|e| TestFailure(format!("the working directory: {e}")))?
+            .join(format!("java-{class}"));
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| TestFailure(format!("{}: {e}", dir.display())))?;
+        let file = dir.join(format!("{class}.java"));
+        std::fs::write(&file, source)
+            .map_err(|e| TestFailure(format!("{}: {e}", file.display())))?;
+        let dir = dir.display().to_string();
+        let out = crate::service::tool(
+            "javac",
+            &["-nowarn", "-d", &dir, &file.display().to_string()],
+        )?;
+        out.should_have_exit_value(0)?;
+        Ok(Some(dir))
+    }
+}
+
+/// A log line's shape, to compare rtvm's with java's: the decorations' uptime dropped,
+/// hexadecimal numbers `0xADDR`, every other run of digits `N`, text in double quotes kept as it is
+/// (`[warning][safepoint] # "Straggler" #N nid=0xADDR runnable`).
+pub fn line_shape(line: &str) -> String {
+    static HEX: std::sync::OnceLock<Regex> = std::sync::OnceLock::new();
+    let hex = HEX.get_or_init(|| Regex::new("0x[0-9a-fA-F]+").expect("a valid pattern"));
+    let line = uptime().replace(line, "");
+    let line = hex.replace_all(&line, "\u{1}");
+    let mut s = String::new();
+    let (mut quoted, mut digits) = (false, false);
+    for ch in line.chars() {
+        if ch == '"' {
+            quoted = !quoted;
+        }
+        if !quoted && ch.is_ascii_digit() {
+            if !digits {
+                s.push('N');
+            }
+            digits = true;
+            continue;
+        }
+        digits = false;
+        s.push(ch);
+    }
+    // -Xlog pads the level to the widest one seen on the output (`[info   ]`).
+    s.replace('\u{1}', "0xADDR")
+        .replace("[info   ]", "[info]")
+        .replace("[info ]", "[info]")
+}
+
 /// `pattern` compiled in multi-line mode, as Java's `Pattern.MULTILINE`.
 fn multi_line(pattern: &str) -> Result<Regex, TestFailure> {
     Regex::new(&format!("(?m){pattern}"))
@@ -669,6 +728,18 @@ mod tests {
         assert_eq!(o.number("IdleThreads:", "VmRSS").unwrap(), 1234);
         assert_eq!(o.number("IdleThreads:", "Threads").unwrap(), 7);
         assert!(o.number("IdleThreads:", "Nope").is_err());
+    }
+
+    #[test]
+    fn line_shapes() {
+        assert_eq!(
+            line_shape("[0.126s][warning][safepoint] # \"main\" #1 prio=5 tid=0x00007f31c80182e0 nid=0x179f runnable"),
+            "[warning][safepoint] # \"main\" #N prio=N tid=0xADDR nid=0xADDR runnable"
+        );
+        assert_eq!(
+            line_shape("[1.5s][info ][handshake] Handshake \"HandshakeALot\", Targeted threads: 12, Total: 3 ns"),
+            "[info][handshake] Handshake \"HandshakeALot\", Targeted threads: N, Total: N ns"
+        );
     }
 
     #[test]

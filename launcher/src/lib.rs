@@ -27,8 +27,10 @@ use std::sync::{Arc, Mutex};
 use rtvm::{lossy, ErrorCode, ErrorKind, InitArgs, Stream, Vm};
 
 mod mains;
+mod safepoint_mains;
 
 pub use mains::{idle_threads, memory_line, IdleGate, ReleaseOnDrop};
+pub use safepoint_mains::{native_transitions, stop_straggler, thread_start_exit};
 
 /// What the launcher prints on stderr after an argument error, as java's launcher does
 /// (`JVM_ERROR1`, then the fatal-exception line), with rtvm's name for the VM.
@@ -88,7 +90,8 @@ impl Mains {
         Mains::default()
     }
 
-    /// rtvm's built-in mains (`IdleThreads`).
+    /// rtvm's built-in mains (`IdleThreads`, `NativeTransitions`, `ThreadStartExit`,
+    /// `StopStraggler`).
     pub fn builtin() -> Mains {
         let mut m = Mains::new();
         m.add(MainEntry {
@@ -96,6 +99,25 @@ impl Mains {
             usage: "<count> [<hold-seconds>]",
             summary: "start <count> idle threads, print RSS, threads and AnonHugePages, hold, stop",
             main: mains::idle_threads,
+        });
+        m.add(MainEntry {
+            name: "NativeTransitions",
+            usage: "<threads> <calls> [<sleep-us> [<polls>]]",
+            summary: "threads alternating short blocking calls in safe regions with polls; print the count, JOINED",
+            main: safepoint_mains::native_transitions,
+        });
+        m.add(MainEntry {
+            name: "ThreadStartExit",
+            usage: "<rounds> <threads>",
+            summary: "start and join short threads while a handshaker walks every thread; print what the walks found",
+            main: safepoint_mains::thread_start_exit,
+        });
+        m.add(MainEntry {
+            name: "StopStraggler",
+            usage: "blocked-in-libc|no-stop-section|polling <seconds>",
+            summary:
+                "a thread no stop can reach (or, polling, one every stop reaches) for <seconds>",
+            main: safepoint_mains::stop_straggler,
         });
         m
     }

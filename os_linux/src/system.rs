@@ -272,6 +272,24 @@ pub fn strftime_now(format: &str) -> String {
     String::from_utf8_lossy(&buf[..n]).into_owned()
 }
 
+/// The CPU time thread `tid` of this process has used so far — its CPU clock, read from any
+/// thread (what `pthread_getcpuclockid` gives its own thread) — or `None` once it is gone.
+pub fn thread_cpu_time(tid: i32) -> Option<std::time::Duration> {
+    if tid <= 0 {
+        return None;
+    }
+    // The kernel's clock id for a thread's CPU clock: glibc's MAKE_THREAD_CPUCLOCK(tid,
+    // CPUCLOCK_SCHED), `~tid << 3 | 4 (one thread) | 2 (scheduler time)`.
+    let clock: libc::clockid_t = (!tid << 3) | 6;
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec into a local.
+    let r = unsafe { libc::clock_gettime(clock, &mut ts) };
+    (r == 0).then(|| std::time::Duration::new(ts.tv_sec.max(0) as u64, ts.tv_nsec.max(0) as u32))
+}
+
 /// Writes `bytes` to fd 2 with `write(2)` (retrying short writes and `EINTR`), bypassing
 /// every lock: for fatal reports and for output while other threads may be stopped.
 pub fn write_stderr(bytes: &[u8]) {
@@ -294,11 +312,16 @@ pub fn write_fd(fd: i32, mut bytes: &[u8]) {
     }
 }
 
-/// Ends the process after a fatal error a diagnostic mode asked for: writes `report` to fd 2,
-/// then sends `SIGABRT` to thread `culprit` of this process if given (a core then shows that
-/// thread's stack) and waits a little for it to end the process, else (or then) `abort()`.
-pub fn abort_process(report: &str, culprit: Option<i32>) -> ! {
+/// Ends the process after a fatal error a diagnostic mode asked for: writes `report` to fd 2;
+/// then, with `dump_core`, sends `SIGABRT` to thread `culprit` of this process if given (a
+/// core then shows that thread's stack) and waits a little for it to end the process, else
+/// (or then) `abort()`; without, `_exit(1)` (HotSpot's `-XX:-CreateCoredumpOnCrash`).
+pub fn abort_process(report: &str, culprit: Option<i32>, dump_core: bool) -> ! {
     write_stderr(report.as_bytes());
+    if !dump_core {
+        // SAFETY: _exit ends the process at once; nothing runs after it.
+        unsafe { libc::_exit(1) };
+    }
     if let Some(tid) = culprit.filter(|&t| t > 0) {
         // SAFETY: SIGABRT to a thread of this process; its default action ends the process.
         unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), tid, libc::SIGABRT) };
@@ -328,6 +351,32 @@ mod tests {
         assert!(mem >= total_kb * 1024, "phys pages cover MemTotal");
         assert!(available_processors() >= 1);
         assert!(current_tid() > 0);
+        // The CPU clock of a thread, read from another, moves while it spins, not while it
+        // sleeps.
+        let me = thread_cpu_time(current_tid()).unwrap();
+        let spin = std::time::Instant::now();
+        while spin.elapsed() < std::time::Duration::from_millis(20) {
+            std::hint::spin_loop();
+        }
+        assert!(thread_cpu_time(current_tid()).unwrap() > me);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (go, wait) = std::sync::mpsc::channel::<()>();
+        let sleeper = std::thread::spawn(move || {
+            tx.send(current_tid()).unwrap();
+            let _ = wait.recv();
+        });
+        let tid = rx.recv().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        let a = thread_cpu_time(tid).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let b = thread_cpu_time(tid).unwrap();
+        assert!(
+            b - a < std::time::Duration::from_millis(5),
+            "{a:?} -> {b:?}"
+        );
+        go.send(()).unwrap();
+        sleeper.join().unwrap();
+        assert_eq!(thread_cpu_time(-1), None);
         let sysctl: u64 = std::fs::read_to_string("/proc/sys/vm/max_map_count")
             .unwrap()
             .trim()

@@ -14,6 +14,8 @@
 //!   (registration and refusals, help, every type, HotSpot's messages, failures, `release`;
 //!   the real `jcmd` against the C host; a destroy with a cooperative and with a hung
 //!   command), the first mode also under `valgrind`;
+//! * `tests/c/safepoint_test.c` at -O0 and -O2 (stops, churn, refusals, handshakes, `-Xrs`),
+//!   and its `world` and `churn` modes again under `-XX:+SafepointALot -XX:+HandshakeALot`;
 //! * `tests/c/dlopen_test.c`: 100 rounds of dlopen/create/destroy/dlclose with a host
 //!   SIGSEGV handler;
 //! * `tests/c/host_safety_test.c`, one process per mode: host signal handlers across VM
@@ -91,6 +93,8 @@ rtvm_testkit::tests!(
     c_diagnostic_commands_are_valgrind_clean,
     c_diagnostic_commands_through_the_real_jcmd,
     c_diagnostic_commands_at_destroy_cooperative_and_hung,
+    c_stops_find_every_pointer_under_safepoint_alot_and_handshake_alot,
+    c_stops_during_thread_churn_under_safepoint_alot_and_handshake_alot,
 );
 
 fn root() -> PathBuf {
@@ -536,6 +540,57 @@ fn c_a_thread_gone_without_detaching_is_forgotten() -> Outcome {
 
 fn c_a_fork_during_a_stop_gets_efork_not_a_hang() -> Outcome {
     collector_mode("fork-in-region")
+}
+
+/// `safepoint_test <mode>` with `-XX:+SafepointALot -XX:+HandshakeALot` every 5 ms added
+/// through `RTVM_OPTIONS` (which `rtvm_create` reads before the program's own options): a
+/// service thread stops the world and handshakes every mutator between the program's own
+/// stops, verifying each (a failed check is a fatal error). The mode must pass as it does
+/// alone, and the stress must have run (its `-Xlog:safepoint,handshake` file counts them).
+fn safepoint_mode_under_stress(mode: &str, optimized: bool) -> Outcome {
+    c_toolchain()?;
+    let log = scratch().join(format!("stress-{mode}-{}.log", std::process::id()));
+    let _ = std::fs::remove_file(&log);
+    let options = format!(
+        "-XX:+UnlockDiagnosticVMOptions -XX:+SafepointALot -XX:+HandshakeALot -XX:GuaranteedSafepointInterval=5 -Xlog:safepoint=info,handshake=info:file={}",
+        log.display()
+    );
+    let o = command(safepoint_binary(optimized))
+        .arg(mode)
+        .env("RTVM_OPTIONS", &options)
+        .output()
+        .unwrap();
+    let (out, err) = (
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+    );
+    assert!(
+        o.status.success() && out.contains(&format!("PASS {mode}")),
+        "safepoint_test {mode} under {options}: {:?}\nstdout:\n{out}\nstderr:\n{err}",
+        o.status
+    );
+    assert!(
+        err.contains("Picked up RTVM_OPTIONS: "),
+        "the options were not read:\n{err}"
+    );
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let _ = std::fs::remove_file(&log);
+    let stops = text.matches("Safepoint \"None\", ").count();
+    let handshakes = text.matches("Handshake \"HandshakeALot\", ").count();
+    assert!(
+        stops > 0 && handshakes > 0,
+        "the stress did not run: {stops} stops, {handshakes} handshakes\n{text}"
+    );
+    println!("under SafepointALot and HandshakeALot ({stops} verified stops, {handshakes} verified handshakes):\n{out}");
+    Ok(())
+}
+
+fn c_stops_find_every_pointer_under_safepoint_alot_and_handshake_alot() -> Outcome {
+    safepoint_mode_under_stress("world", true)
+}
+
+fn c_stops_during_thread_churn_under_safepoint_alot_and_handshake_alot() -> Outcome {
+    safepoint_mode_under_stress("churn", true)
 }
 
 fn host_safety_binary() -> &'static Path {

@@ -706,13 +706,16 @@ fn safepoint_and_handshake_lines_have_java_17s_shape() {
             }
             s
         };
+        // -Xlog pads the level to the widest seen on the output: `[info   ]` once a warning
+        // (the straggler's report, early on a loaded machine) has been printed.
         let pick = |text: &str, tag: &str| -> Option<String> {
             text.lines()
+                .map(|l| l.replace("[info   ]", "[info]"))
                 .find(|l| {
                     l.contains(&format!("[info][{tag}]")) && l.contains(" Time since last")
                         || l.contains(&format!("[info][{tag}]")) && l.contains("Targeted threads")
                 })
-                .map(shape)
+                .map(|l| shape(&l))
         };
         let ours_sp = pick(&ours, "safepoint").expect("a safepoint line");
         let ours_hs = pick(&ours, "handshake").expect("a handshake line");
@@ -870,4 +873,71 @@ fn a_destroy_from_another_thread_waits_for_the_world_to_resume() {
     drop(t);
     println!("a destroy from another thread during a stop waited for the world to resume, then ended the VM");
     println!("CHILD OK");
+}
+
+// ---- the same cases under HotSpot's stress modes ----
+
+/// Runs `test`'s child with `-XX:+SafepointALot -XX:+HandshakeALot` every 5 ms added through
+/// `RTVM_OPTIONS` (read before the case's own options, as java reads `JAVA_TOOL_OPTIONS`):
+/// a service thread stops the world and handshakes every mutator in turn between the case's
+/// own stops, verifying each (a failed check ends the child with a fatal error). The case
+/// must pass as it does alone, and the stress must have run: its stops (and handshakes) are
+/// counted in the `-Xlog:safepoint,handshake` file.
+fn check_child_under_stress(test: &str) {
+    let log = std::env::temp_dir().join(format!("rtvm-stress-{}-{test}.log", std::process::id()));
+    let _ = std::fs::remove_file(&log);
+    let options = format!(
+        "-XX:+UnlockDiagnosticVMOptions -XX:+SafepointALot -XX:+HandshakeALot -XX:GuaranteedSafepointInterval=5 -Xlog:safepoint=info,handshake=info:file={}",
+        log.display()
+    );
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .env(rtvm_testkit::child::CHILD_ROLE, "child")
+        .env("RTVM_OPTIONS", &options)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("CHILD OK"),
+        "{test} under {options}:\n{}",
+        describe(&out)
+    );
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let _ = std::fs::remove_file(&log);
+    let stops = text.matches("Safepoint \"None\", ").count();
+    let handshakes = text.matches("Handshake \"HandshakeALot\", ").count();
+    // A short case may end before a round of handshakes found one of its threads.
+    assert!(
+        stops > 0,
+        "the stress did not run: {stops} stops, {handshakes} handshakes\n{text}"
+    );
+    // The case's own summary: the line before its `CHILD OK`.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    let line = lines
+        .iter()
+        .position(|l| l.contains("CHILD OK"))
+        .and_then(|i| lines[..i].last())
+        .map_or("", |l| l.rsplit(" ... ").next().unwrap_or(l).trim());
+    println!("under SafepointALot and HandshakeALot ({stops} verified stops, {handshakes} verified handshakes): {line}");
+}
+
+#[test]
+fn every_stop_finds_every_pointer_under_safepoint_alot_and_handshake_alot() {
+    if child_role().is_none() {
+        check_child_under_stress("every_stop_finds_every_pointer_and_freezes_the_counters");
+    }
+}
+
+#[test]
+fn stops_while_threads_start_and_exit_under_safepoint_alot_and_handshake_alot() {
+    if child_role().is_none() {
+        check_child_under_stress("a_thousand_stops_while_threads_start_exit_attach_and_detach");
+    }
+}
+
+#[test]
+fn refusals_and_a_leave_that_waits_under_safepoint_alot_and_handshake_alot() {
+    if child_role().is_none() {
+        check_child_under_stress("leaving_a_safe_region_waits_and_nested_calls_are_refused");
+    }
 }

@@ -13,7 +13,9 @@
  *          outside wasm, on a thread that ran wasm, is rtvm's report and an abort; 100 stops of
  *          the world while wasm spins on two VM threads (one calling an imported poll, one
  *          never: stopped by the signal inside JIT code) freeze both loops, in either order of
- *          handler installation; with -Xrs the loop that never polls makes the stop time out
+ *          handler installation, and under -XX:+SafepointALot -XX:+HandshakeALot (a service
+ *          thread's verified stops and handshakes every 5 ms between the host's own); with -Xrs
+ *          the loop that never polls makes the stop time out
  * @key wasmtime
  * @requires os.family == "linux"
  * @run main/manual TestWasmtimeHost
@@ -103,6 +105,29 @@ pub fn main(_vm: &Vm, _args: &[String]) -> TestResult {
             .should_contain("stop: ok")?;
         println!("stops with {extra:?}: ok");
     }
+    // The same under HotSpot's stress modes: the VM's service thread stops the world and
+    // handshakes both wasm threads every 5 ms between the host's own stops, verifying each (a
+    // failed check is a fatal error); its stops and handshakes are counted in the log file.
+    let log = std::env::current_dir()?.join("wasmtime-stress.log");
+    let _ = std::fs::remove_file(&log);
+    let xlog = format!("-Xlog:safepoint=info,handshake=info:file={}", log.display());
+    let out = host(&[
+        "-XX:+UnlockDiagnosticVMOptions",
+        "-XX:+SafepointALot",
+        "-XX:+HandshakeALot",
+        "-XX:GuaranteedSafepointInterval=5",
+        &xlog,
+        "stop",
+    ])?;
+    out.should_have_exit_value(0)?
+        .should_match(r"stop: 100 stops while wasm ran on VM threads: (\d+) at the imported poll, (\d+) by the signal")?
+        .should_not_contain(" 0 by the signal")?
+        .should_contain("stop: ok")?;
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let stress_stops = text.matches("Safepoint \"None\", ").count();
+    let stress_handshakes = text.matches("Handshake \"HandshakeALot\", ").count();
+    check(stress_stops > 0 && stress_handshakes > 0, || format!("the stress did not run: {stress_stops} stops, {stress_handshakes} handshakes"))?;
+    println!("stops under SafepointALot and HandshakeALot: ok ({stress_stops} verified stops, {stress_handshakes} verified handshakes besides)");
     let out = host(&["-Xrs", "stop"])?;
     out.should_have_exit_value(0)?
         .should_contain("threads which did not reach the safepoint: \"wasm-never-polls\"")?

@@ -155,11 +155,6 @@ impl Safepoints {
         let result = loop {
             let seen = os::arrivals();
             let now = Instant::now();
-            if let Some(limit) = fatal_after {
-                if now >= begun + limit {
-                    handshake_timeout(name, &member.name.to_string_lossy(), &m.record, &chase);
-                }
-            }
             let (claimed, done) = protocol::target_progress(core);
             if claimed {
                 if done {
@@ -203,7 +198,8 @@ impl Safepoints {
                         SendOutcome::Sent => {
                             chase.sent += 1;
                             chase.next = now + chase.backoff;
-                            chase.backoff = (chase.backoff * 2).min(Duration::from_millis(1));
+                            chase.backoff =
+                                super::stop::next_backoff(chase.backoff, m.record.unsafe_stops().2);
                         }
                         SendOutcome::Outstanding if report::signal_lost(&m.record) => {
                             protocol::resync(core);
@@ -231,6 +227,13 @@ impl Safepoints {
                     });
                 }
             }
+            // Only once the target has been looked at: a requester that ran late (a loaded
+            // machine) still runs the operation for a target that is safe by now.
+            if let Some(limit) = fatal_after {
+                if now >= begun + limit {
+                    handshake_timeout(name, &member.name.to_string_lossy(), m, &chase);
+                }
+            }
             let mut next = deadline;
             if config.signals && !claimed {
                 next = next.min(chase.next);
@@ -254,23 +257,24 @@ impl Safepoints {
     }
 }
 
-/// `-XX:HandshakeTimeout`: HotSpot's words for a handshake that did not complete in time,
-/// then a fatal error.
-fn handshake_timeout(
-    name: &str,
-    thread: &str,
-    record: &rtvm_os_linux::safepoint::StopRecord,
-    chase: &Chase,
-) -> ! {
-    log::error!(target: "handshake", "Handshake timeout: {name}, pending threads: 1");
+/// `-XX:HandshakeTimeout`: java 17's words for a handshake that did not complete in time —
+/// the operation's address being that of the thread's handshake slot, and the thread named
+/// where java gives its address — then what the kernel says of it, and a fatal error.
+fn handshake_timeout(name: &str, thread: &str, m: &Mutator, chase: &Chase) -> ! {
+    let op = std::ptr::addr_of!(m.slot) as usize;
+    log::error!(target: "handshake", "Handshake timeout: {name}({op:#018x}), pending threads: 1");
     log::error!(
         target: "handshake",
-        "Thread \"{thread}\" (tid {}) has not cleared handshake op: {name} ({})",
-        record.tid(),
-        report::kernel_view(record, Some(chase))
+        "Thread \"{thread}\" (tid {}) has not cleared handshake op: {op:#018x}",
+        m.record.tid()
+    );
+    log::error!(
+        target: "handshake",
+        "   Kernel: {}",
+        report::kernel_view(&m.record, Some(chase))
     );
     log::logger().flush();
-    report::fatal("Handshake timeout", Some(record.tid()))
+    report::fatal("Handshake timeout", Some(m.record.tid()))
 }
 
 fn log_handshake(name: &str, by_requester: bool, begun: Instant) {

@@ -25,6 +25,18 @@ pub(crate) fn set_timeout_delay_ms(ms: u64) {
     TIMEOUT_DELAY_MS.store(ms, Ordering::Relaxed);
 }
 
+/// `-XX:+CreateCoredumpOnCrash`, for how a fatal error ends the process.
+static DUMP_CORE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+fn dump_core() -> bool {
+    DUMP_CORE.load(Ordering::Relaxed)
+}
+
+/// Remembers `-XX:+CreateCoredumpOnCrash` for the fatal errors.
+pub(crate) fn set_dump_core(dump: bool) {
+    DUMP_CORE.store(dump, Ordering::Relaxed);
+}
+
 /// A thread a stop still waits for, and how the stop signal fares with it.
 #[derive(Debug)]
 pub(super) struct Chase {
@@ -77,11 +89,13 @@ pub(super) fn kernel_view(record: &StopRecord, chase: Option<&Chase>) -> String 
     let tid = record.tid();
     let signo = os::stop_signal();
     let mut s = String::new();
+    let mut running = false;
     match procfs::task_report(tid) {
         None => {
             let _ = write!(s, "gone (no /proc/self/task/{tid})");
         }
         Some(k) => {
+            running = k.state == 'R';
             s.push_str(&k.state_words());
             if let Some(n) = k.syscall {
                 let _ = write!(s, ", in system call {n}");
@@ -93,6 +107,17 @@ pub(super) fn kernel_view(record: &StopRecord, chase: Option<&Chase>) -> String 
                 let _ = write!(s, ", blocking the stop signal ({signo})");
             }
         }
+    }
+    // Read from another thread: a snapshot, for the report's words only.
+    let in_section = record
+        .core()
+        .critical
+        .load(std::sync::atomic::Ordering::Relaxed)
+        != 0;
+    if in_section {
+        s.push_str(
+            "; inside a no-stop section (NoAsyncStop, rtvm_async_stop_disable): it stops where the section ends",
+        );
     }
     let (hits, pc, in_syscall) = record.unsafe_stops();
     if hits > 0 {
@@ -116,8 +141,13 @@ pub(super) fn kernel_view(record: &StopRecord, chase: Option<&Chase>) -> String 
             Some(e) => {
                 let _ = write!(s, "; tgkill failed: {}", rtvm_os_linux::strerror(e));
             }
-            None if hits == 0 && signo != 0 && record.signal_outstanding() => {
-                s.push_str("; the stop signal sent to it is not handled yet")
+            None if c.sent == 0 && signo != 0 && record.signal_outstanding() => {
+                s.push_str("; a stop signal sent earlier is still pending")
+            }
+            // A running thread takes it in a moment (it may wait for a CPU); pending for a
+            // thread that does not run is worth saying.
+            None if c.sent > 0 && !in_section && !running && record.signal_outstanding() => {
+                s.push_str("; the stop signal is pending, not handled")
             }
             None => {}
         }
@@ -137,10 +167,13 @@ pub(super) fn describe_all(members: &[Member], chase: &[Chase]) -> Vec<String> {
 }
 
 /// `-XX:+SafepointTimeout`: HotSpot's report of the threads that have not reached the
-/// safepoint after `SafepointTimeoutDelay`, each with what the kernel says of it; with
-/// `-XX:+AbortVMOnSafepointTimeout` the process then ends with a fatal error, the first
-/// straggler sent `SIGABRT` so a core shows its stack.
-pub(super) fn safepoint_timeout(members: &[Member], chase: &[Chase], abort: bool) {
+/// safepoint after `SafepointTimeoutDelay`, in java 17's line layout (a blank line first; per
+/// thread, its line, then an indented line — the kernel's view of it where java gives the
+/// thread state — and a blank line); with `-XX:+AbortVMOnSafepointTimeout` the process then
+/// ends with a fatal error naming the stop's reason, as java names the VM operation (the
+/// first straggler sent `SIGABRT` so a core shows its stack).
+pub(super) fn safepoint_timeout(members: &[Member], chase: &[Chase], abort: bool, reason: &str) {
+    log::warn!(target: "safepoint", "");
     log::warn!(target: "safepoint", "# SafepointSynchronize::begin: Timeout detected:");
     log::warn!(target: "safepoint", "# SafepointSynchronize::begin: Timed out while spinning to reach a safepoint.");
     log::warn!(target: "safepoint", "# SafepointSynchronize::begin: Threads which did not reach the safepoint:");
@@ -149,18 +182,24 @@ pub(super) fn safepoint_timeout(members: &[Member], chase: &[Chase], abort: bool
         let tid = m.mutator.record.tid();
         log::warn!(
             target: "safepoint",
-            "# \"{}\" #{} nid={tid:#x} runnable ({})",
+            "# \"{}\" #{} nid={tid:#x} runnable",
             m.name.to_string_lossy(),
-            m.mutator.id(),
+            m.mutator.id()
+        );
+        log::warn!(
+            target: "safepoint",
+            "   Kernel: {}",
             kernel_view(&m.mutator.record, Some(c))
         );
+        log::warn!(target: "safepoint", "");
     }
     log::warn!(target: "safepoint", "# SafepointSynchronize::begin: (End of list)");
     if abort {
+        log::logger().flush();
         let straggler = chase.first().map(|c| members[c.index].mutator.record.tid());
         fatal(
             &format!(
-                "Safepoint sync time longer than {}ms detected when executing a stop of the world.",
+                "Safepoint sync time longer than {}ms detected when executing {reason}.",
                 timeout_delay_ms()
             ),
             straggler,
@@ -170,13 +209,14 @@ pub(super) fn safepoint_timeout(members: &[Member], chase: &[Chase], abort: bool
 
 /// A fatal error of a diagnostic mode the operator asked for (`-XX:+AbortVMOnSafepointTimeout`,
 /// `-XX:HandshakeTimeout`, a failed `-XX:+SafepointALot` verification): HotSpot's error
-/// header on fd 2, then the process ends — by `SIGABRT` sent to `culprit` if there is one (a
-/// core then shows that thread's stack), else `abort()`.
+/// header on fd 2, then the process ends — with `-XX:+CreateCoredumpOnCrash` (the default) by
+/// `SIGABRT` sent to `culprit` if there is one (a core then shows that thread's stack), else
+/// `abort()`; with `-XX:-CreateCoredumpOnCrash` by `_exit(1)`, as java ends then.
 pub(crate) fn fatal(message: &str, culprit: Option<i32>) -> ! {
     let text = format!(
         "#\n# A fatal error has been detected by rtvm:\n#\n#  Internal Error (safepoint), pid={}, tid={}\n#  fatal error: {message}\n#\n",
         std::process::id(),
         rtvm_os_linux::system::current_tid()
     );
-    rtvm_os_linux::system::abort_process(&text, culprit)
+    rtvm_os_linux::system::abort_process(&text, culprit, dump_core())
 }

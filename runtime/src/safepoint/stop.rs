@@ -138,7 +138,7 @@ impl Drop for WorldStopped {
 /// The next wait before the stop signal is sent to a thread again, after `backoff`: it
 /// doubles up to 1 ms, and grows to 50 ms for a thread found blocked in a system call
 /// outside a safe region (each signal would interrupt its call again).
-fn next_backoff(backoff: Duration, in_syscall: bool) -> Duration {
+pub(super) fn next_backoff(backoff: Duration, in_syscall: bool) -> Duration {
     if in_syscall {
         (backoff * 4).clamp(Duration::from_millis(5), Duration::from_millis(50))
     } else {
@@ -258,7 +258,12 @@ impl Safepoints {
             if let Some(at) = report_at {
                 if !reported && now >= at {
                     reported = true;
-                    report::safepoint_timeout(&world.members, &chase, config.abort_on_timeout);
+                    report::safepoint_timeout(
+                        &world.members,
+                        &chase,
+                        config.abort_on_timeout,
+                        &world.reason,
+                    );
                 }
             }
             if now >= deadline {

@@ -150,6 +150,7 @@ pub(super) fn create(args: InitArgs) -> Result<Vm, CreateError> {
     ));
     let timeout_delay = flags.get(flag::SafepointTimeoutDelay).max(0) as u64;
     crate::safepoint::report::set_timeout_delay_ms(timeout_delay);
+    crate::safepoint::report::set_dump_core(flags.get(flag::CreateCoredumpOnCrash));
     registry.safepoints().configure(SafepointConfig {
         signals: process._stop.is_some(),
         grace: Duration::from_micros(flags.get(flag::SafepointSignalDelay).max(0) as u64),
