@@ -276,10 +276,10 @@ int rtvm_heap_expand(rtvm_vm *vm, size_t bytes, size_t *committed_out);
  * gives the pages above it back to the kernel (RSS and the committed figures drop; the range
  * stays mapped, so the kernel's commit charge for it stays), storing the committed size in
  * *committed_out if not NULL. Refused with RTVM_EINVAL, nothing changed, below what is
- * allocated, below MinHeapSize, on explicit huge pages, or over a held background pretouch
- * (a running one is waited for). Safe while other threads allocate and expand: an
- * allocation racing the shrink waits for it, a block handed out is never given back.
- * rtvm_heap_expand makes the part usable again. Any thread, concurrently with any heap call;
+ * allocated, below MinHeapSize or on explicit huge pages. A background pretouch, held or not,
+ * is not waited for: it skips the part given back (a chunk in flight there finishes first).
+ * Safe while other threads allocate and expand: an allocation racing the shrink waits for
+ * it, a block handed out is never given back. rtvm_heap_expand makes the part usable again. Any thread, concurrently with any heap call;
  * not after rtvm_destroy (the VM pointer is dangling then, as for every call taking it). */
 int rtvm_heap_shrink(rtvm_vm *vm, size_t target, size_t *committed_out);
 
@@ -319,7 +319,9 @@ int rtvm_nursery_get_usage(rtvm_nursery *nursery, size_t *used, size_t *capacity
 
 /* Releases the background pretouch that -XX:+HoldBackgroundPreTouch held at start-up, so
  * the heap is pretouched from now on. Returns RTVM_OK, or RTVM_EINVAL if it was not held
- * (the flag not given, or released already). A shutdown releases it too. Any thread. */
+ * (the flag not given, or released already). A shutdown releases it too. The hold holds the
+ * heap's pretouch only: its workers serve other work meanwhile (embedder memories are
+ * pretouched, waited for, shrunk and released; the heap shrinks and grows). Any thread. */
 int rtvm_release_pretouch(rtvm_vm *vm);
 
 /* Reserves memory for the embedder with the VM's policies: `capacity` bytes it can grow into
@@ -328,8 +330,9 @@ int rtvm_release_pretouch(rtvm_vm *vm);
  * -XX:+UseTransparentHugePages (THP mode madvise) the reservation is aligned to the huge page
  * size and advised for huge pages; with -XX:+AlwaysPreTouch the committed part is pretouched
  * by the worker gang (-XX:+BackgroundPreTouch: in the background, so the call returns at once
- * and the memory is usable meanwhile — the work waits in the gang's queue if the gang is busy,
- * held or pretouching another memory; it never runs on the calling thread). NMT counts it under `category` (summary, virtual
+ * and the memory is usable meanwhile — the work waits in the gang's queue if the gang is busy
+ * pretouching another memory, never for a held heap pretouch (-XX:+HoldBackgroundPreTouch),
+ * whose workers take it up meanwhile; it never runs on the calling thread). NMT counts it under `category` (summary, virtual
  * memory map and details). -Xlog:os reports each reservation and growth. Stores the handle
  * in *memory_out. Errors: RTVM_EINVAL (NULL arguments, zero capacity, initial beyond the
  * capacity, sizes that overflow), RTVM_ENOMEM (no address space or memory: reserve, commit

@@ -17,7 +17,9 @@
 //!   stack, mask and flags of chained delivery, the output hook against a destroy, NMT
 //!   snapshots per VM, background reservations behind a busy gang, the nursery, `fork()`,
 //!   racing creates, a hook that calls back, `-Xss136k`'s soft limit, a host's own `SIGQUIT`
-//!   handler next to rtvm's with the real `jcmd` attaching.
+//!   handler next to rtvm's with the real `jcmd` attaching;
+//! * `tests/c/heap_race_test.c`, one process per mode: a held background pretouch that holds
+//!   nothing else.
 //!
 //! Without `cc`, `pkg-config` or `sh` (or `valgrind`, for the memory check) a test is
 //! reported ignored with the missing tool named; with `RTVM_CI` set (CI machines have them)
@@ -68,6 +70,7 @@ rtvm_testkit::tests!(
     c_stop_refusals_and_a_leave_that_waits,
     c_handshakes_by_the_target_and_by_the_caller,
     c_stops_under_xrs_time_out_on_a_thread_that_never_polls,
+    c_a_held_heap_pretouch_holds_nothing_else,
 );
 
 fn root() -> PathBuf {
@@ -375,6 +378,33 @@ fn c_handshakes_by_the_target_and_by_the_caller() -> Outcome {
 
 fn c_stops_under_xrs_time_out_on_a_thread_that_never_polls() -> Outcome {
     safepoint_mode("xrs", true)
+}
+
+fn heap_race_binary() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        compile(
+            &root().join("tests/c/heap_race_test.c"),
+            "heap_race_test",
+            Link::Shared,
+            &["-O2", "-pthread"],
+        )
+    })
+}
+
+fn heap_race(mode: &str) -> Outcome {
+    c_toolchain()?;
+    let (code, out, err) = run(heap_race_binary(), &[mode]);
+    println!("{out}");
+    assert!(
+        code == 0 && out.contains(&format!("PASS {mode}")),
+        "heap_race_test {mode}: exit {code}\nstdout:\n{out}\nstderr:\n{err}"
+    );
+    Ok(())
+}
+
+fn c_a_held_heap_pretouch_holds_nothing_else() -> Outcome {
+    heap_race("hold")
 }
 
 fn host_safety_binary() -> &'static Path {

@@ -15,7 +15,7 @@ mod alloc;
 mod nursery;
 mod tlab;
 
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rtvm_flags::value::format_exact_size;
@@ -143,6 +143,10 @@ pub struct Heap {
     reservation: Arc<Reservation>,
     /// The allocator over `[nursery, committed)`.
     space: BumpSpace,
+    /// The background pretouch skips what lies at or above this offset: a shrink lowers it
+    /// before it gives pages back (so the pretouch does not make them resident again), an
+    /// expansion raises it.
+    pretouch_limit: Arc<AtomicUsize>,
     /// Sizes, as decided.
     policy: HeapPolicy,
     /// The page size backing the heap (and its alignment).
@@ -246,6 +250,7 @@ impl Heap {
         let reservation = Arc::new(reservation);
         Ok(Heap {
             space: BumpSpace::new(policy.nursery, policy.initial),
+            pretouch_limit: Arc::new(AtomicUsize::new(policy.initial)),
             target: Target {
                 reservation: Arc::clone(&reservation),
                 page_size,
@@ -285,7 +290,13 @@ impl Heap {
                 self.gate.hold_initial();
                 log::info!(target: "gc+heap", "Background pretouch held until the embedder releases it (HoldBackgroundPreTouch)");
             }
-            let bg = Background::start(&self.target, 0..len, gang, Some(Arc::clone(&self.gate)));
+            let bg = Background::start(
+                &self.target,
+                0..len,
+                gang,
+                Some(Arc::clone(&self.gate)),
+                Some(Arc::clone(&self.pretouch_limit)),
+            );
             log::info!(target: "gc+heap", "Background pretouch started: {} on {} workers", format_exact_size(len as u64), bg.workers());
             *self.background.lock().unwrap_or_else(|p| p.into_inner()) = Some(bg);
             return Ok(());
@@ -341,15 +352,27 @@ impl Heap {
     }
 
     /// Waits for a background pretouch, if one was started, and returns its outcome (once;
-    /// later calls return `Ok(None)`).
+    /// later calls return `Ok(None)`). A held pretouch is waited for until it is released
+    /// (or the VM shuts down): this waits for the pretouch itself. While it waits the
+    /// pretouch still counts as running.
     pub fn wait_for_pretouch(&self) -> Result<Option<PretouchReport>, HeapError> {
         let bg = self
             .background
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .take();
-        match bg {
-            Some(bg) => Ok(Some(bg.wait()?)),
+            .clone();
+        let Some(bg) = bg else {
+            return Ok(None);
+        };
+        let outcome = bg.wait();
+        // The first waiter to come back reports it.
+        match self
+            .background
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            Some(_) => Ok(Some(outcome?)),
             None => Ok(None),
         }
     }
@@ -447,6 +470,7 @@ impl Heap {
                 return Err(e);
             }
             log::debug!(target: "gc+heap", "Expanded heap to {}", format_exact_size((old + grow) as u64));
+            self.pretouch_limit.store(old + grow, Ordering::SeqCst);
             Ok(Some(old + grow))
         })
     }
@@ -525,12 +549,12 @@ impl Heap {
     /// stays mapped, so the kernel's commit charge for it stays, and no allocation ever races
     /// a change of protection). An expansion makes it usable again (pretouched anew with
     /// `AlwaysPreTouch`). Refused, with nothing
-    /// changed, below what is allocated, below `MinHeapSize`, on explicit huge pages (they
-    /// are committed whole), or over a background pretouch that is held; a background
-    /// pretouch that runs over the part given back is waited for. Safe while other threads
-    /// allocate (a block handed out is never given back; an allocation racing the shrink
-    /// waits for it and then sees the new end) and expand (one waits for the other).
-    /// Returns the committed size.
+    /// changed, below what is allocated, below `MinHeapSize` and on explicit huge pages (they
+    /// are committed whole). A background pretouch is neither waited for nor held
+    /// responsible: it skips the part given back (a chunk in flight there is let finish
+    /// first), held or not. Safe while other threads allocate (a block handed out is never
+    /// given back; an allocation racing the shrink waits for it and then sees the new end)
+    /// and expand (one waits for the other). Returns the committed size.
     pub fn shrink(&self, target: usize) -> Result<usize, HeapError> {
         let refuse = |reason: String| HeapError::Shrink { target, reason };
         if self.explicit {
@@ -546,18 +570,6 @@ impl Heap {
         if new_end < self.policy.min {
             return Err(refuse(format!("MinHeapSize is {} bytes", self.policy.min)));
         }
-        if new_end < self.space.end() && self.background_pretouch_running() {
-            let initial = self.policy.initial;
-            if new_end < initial {
-                if self.gate.is_held() {
-                    return Err(refuse(
-                        "a held background pretouch still covers the part to give back".into(),
-                    ));
-                }
-                // The pretouch of [0, initial) must not meet a range gone under it.
-                self.wait_for_pretouch()?;
-            }
-        }
         let before = self.space.end();
         let result = self.space.shrink(
             |used, _end| {
@@ -569,10 +581,14 @@ impl Heap {
             |new, old| {
                 // Nothing in [new, old) was handed out (the space's shrink stopped claims and
                 // found the top at or below `new`), and no claim reaches it until an
-                // expansion moves the end again: its pages can go.
-                self.reservation
-                    .discard(new, old - new)
-                    .map_err(HeapError::Commit)
+                // expansion moves the end again: its pages can go — once the background
+                // pretouch skips them (a chunk in flight finishes first; never a hold).
+                self.pretouch_limit.store(new, Ordering::SeqCst);
+                self.gate.wait_idle();
+                self.reservation.discard(new, old - new).map_err(|e| {
+                    self.pretouch_limit.store(old, Ordering::SeqCst);
+                    HeapError::Commit(e)
+                })
             },
         );
         match &result {
