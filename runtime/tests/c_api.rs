@@ -18,8 +18,9 @@
 //!   snapshots per VM, background reservations behind a busy gang, the nursery, `fork()`,
 //!   racing creates, a hook that calls back, `-Xss136k`'s soft limit, a host's own `SIGQUIT`
 //!   handler next to rtvm's with the real `jcmd` attaching;
-//! * `tests/c/heap_race_test.c`, one process per mode: a held background pretouch that holds
-//!   nothing else.
+//! * `tests/c/heap_race_test.c`, one process per mode: allocations and figures racing
+//!   `rtvm_heap_shrink`, failures that say what happened and lose nothing while the heap
+//!   shrinks and grows, a held background pretouch that holds nothing else.
 //!
 //! Without `cc`, `pkg-config` or `sh` (or `valgrind`, for the memory check) a test is
 //! reported ignored with the missing tool named; with `RTVM_CI` set (CI machines have them)
@@ -70,6 +71,8 @@ rtvm_testkit::tests!(
     c_stop_refusals_and_a_leave_that_waits,
     c_handshakes_by_the_target_and_by_the_caller,
     c_stops_under_xrs_time_out_on_a_thread_that_never_polls,
+    c_allocations_racing_shrinks_never_fail_with_room,
+    c_failures_racing_shrinks_say_why_and_lose_nothing,
     c_a_held_heap_pretouch_holds_nothing_else,
 );
 
@@ -401,6 +404,14 @@ fn heap_race(mode: &str) -> Outcome {
         "heap_race_test {mode}: exit {code}\nstdout:\n{out}\nstderr:\n{err}"
     );
     Ok(())
+}
+
+fn c_allocations_racing_shrinks_never_fail_with_room() -> Outcome {
+    heap_race("shrink-race")
+}
+
+fn c_failures_racing_shrinks_say_why_and_lose_nothing() -> Outcome {
+    heap_race("shrink-race-full")
 }
 
 fn c_a_held_heap_pretouch_holds_nothing_else() -> Outcome {
