@@ -201,6 +201,9 @@ pub(crate) struct BumpSpace {
     /// While [`TIGHT`]: the top when the room was last seen (under the lock). Claims that fit
     /// move the top on without the lock, so the room it implies is at most what is left.
     tight_top: AtomicUsize,
+    /// The largest block a claim may still get, as last seen (under the lock): the room at
+    /// the end or the largest gap. While [`TIGHT`], a larger claim fails on this one load.
+    room: AtomicUsize,
     /// Bytes lost to a full free-block registry (0 in practice).
     lost: AtomicUsize,
 }
@@ -217,6 +220,7 @@ impl BumpSpace {
             largest_free: AtomicUsize::new(0),
             free_bytes: AtomicUsize::new(0),
             tight_top: AtomicUsize::new(start.min(end)),
+            room: AtomicUsize::new(end.saturating_sub(start)),
             lost: AtomicUsize::new(0),
         }
     }
@@ -254,14 +258,26 @@ impl BumpSpace {
     }
 
     /// Claims `size` bytes (already rounded by [`alloc_size`]) from any thread without a
-    /// lock: one `fetch_add` and two loads in the common case. `Err` with what it saw when
-    /// the committed part cannot hold the block — then as cheap as a success (three loads
-    /// once a claim has found the space too full: no `fetch_add`, no lock).
+    /// lock: one `fetch_add` and two loads in the common case. `None` when the committed
+    /// part cannot hold the block — then as cheap as a success (two loads once a claim has
+    /// found the space too full: no `fetch_add`, no lock).
     ///
     /// Only when failed claims race with each other near the end may one of them find less
     /// room than there is once the others have given their blocks back.
     #[inline]
-    pub(crate) fn claim(&self, size: usize) -> Result<usize, Full> {
+    pub(crate) fn claim(&self, size: usize) -> Option<usize> {
+        self.claim_as::<false>(size).ok()
+    }
+
+    /// [`claim`](BumpSpace::claim), with what it saw when it fails.
+    #[inline]
+    pub(crate) fn claim_explained(&self, size: usize) -> Result<usize, Full> {
+        self.claim_as::<true>(size)
+    }
+
+    /// A claim; `EXPLAIN`: a failure says what it saw (else its figures are not read).
+    #[inline(always)]
+    fn claim_as<const EXPLAIN: bool>(&self, size: usize) -> Result<usize, Full> {
         // Only the flag is read here: a tight space takes the compare-and-swap way.
         let snapshot = self.end.load(Ordering::Acquire);
         if snapshot & FLAGS == 0 && size <= FETCH_ADD_MAX {
@@ -273,27 +289,30 @@ impl BumpSpace {
             }
             return self.claim_failed(start, size);
         }
-        self.claim_slow(size, snapshot)
+        self.claim_slow::<EXPLAIN>(size, snapshot)
     }
 
     /// Blocks over [`FETCH_ADD_MAX`], and any claim while the space is [`TIGHT`]: a
     /// compare-and-swap loop that never moves the top past the end.
     #[cold]
     #[inline(never)]
-    fn claim_slow(&self, size: usize, snapshot: usize) -> Result<usize, Full> {
-        if snapshot & TIGHT != 0 {
-            let end = value(snapshot);
-            let top = self.tight_top.load(Ordering::Acquire).min(end);
-            let largest_free = self.largest_free.load(Ordering::Acquire);
-            if size > end - top && size > largest_free {
-                // No more room than that was left when it was last seen (claims since only
-                // took some): fail without touching the top.
+    fn claim_slow<const EXPLAIN: bool>(&self, size: usize, snapshot: usize) -> Result<usize, Full> {
+        if snapshot & TIGHT != 0 && size > self.room.load(Ordering::Acquire) {
+            // No more room than that was left when it was last seen (claims since only took
+            // some): fail without touching the top.
+            if !EXPLAIN {
                 return Err(Full {
-                    top,
-                    end,
-                    largest_free,
+                    top: 0,
+                    end: 0,
+                    largest_free: 0,
                 });
             }
+            let end = value(snapshot);
+            return Err(Full {
+                top: self.tight_top.load(Ordering::Acquire).min(end),
+                end,
+                largest_free: self.largest_free.load(Ordering::Acquire),
+            });
         }
         let top = &self.top.0;
         let mut start = top.load(Ordering::Relaxed);
@@ -369,12 +388,11 @@ impl BumpSpace {
     fn settle(&self, free: &Free) {
         let end = value(self.end.load(Ordering::SeqCst));
         let (largest, bytes) = free.below(end);
+        let top = self.top.0.load(Ordering::SeqCst).min(end);
         self.largest_free.store(largest, Ordering::Release);
         self.free_bytes.store(bytes, Ordering::Release);
-        self.tight_top.store(
-            self.top.0.load(Ordering::SeqCst).min(end),
-            Ordering::Release,
-        );
+        self.tight_top.store(top, Ordering::Release);
+        self.room.store((end - top).max(largest), Ordering::Release);
     }
 
     /// Claims `size` bytes under the lock: the end cannot move, so a block found below it is
@@ -474,34 +492,38 @@ mod tests {
     #[test]
     fn claims_stop_at_the_end_and_resume_after_an_expansion() {
         let s = BumpSpace::new(0, 4096);
-        assert_eq!(s.claim(8), Ok(0));
-        assert_eq!(s.claim(4088), Ok(8));
-        let full = s.claim(8).unwrap_err();
+        assert_eq!(s.claim_explained(8), Ok(0));
+        assert_eq!(s.claim_explained(4088), Ok(8));
+        let full = s.claim_explained(8).unwrap_err();
         assert_eq!((full.top, full.end), (4096, 4096), "full");
         assert_eq!(s.used_top(), 4096);
         s.raise_end(8192);
-        assert_eq!(s.claim(8), Ok(4096), "the failed claim was given back");
         assert_eq!(
-            s.claim(2 << 20).unwrap_err().top,
+            s.claim_explained(8),
+            Ok(4096),
+            "the failed claim was given back"
+        );
+        assert_eq!(
+            s.claim_explained(2 << 20).unwrap_err().top,
             4104,
             "a large block takes the CAS path, and its failure says where the top is"
         );
-        assert_eq!(s.claim(16), Ok(4104));
+        assert_eq!(s.claim_explained(16), Ok(4104));
     }
 
     #[test]
     fn a_failed_claim_leaves_the_room_to_a_smaller_one() {
         let s = BumpSpace::new(0, 1 << 20);
-        assert_eq!(s.claim((1 << 20) - 4096), Ok(0));
+        assert_eq!(s.claim_explained((1 << 20) - 4096), Ok(0));
         // 4096 bytes left: a 64 KiB claim overshoots and gives its block back.
-        let full = s.claim(64 << 10).unwrap_err();
+        let full = s.claim_explained(64 << 10).unwrap_err();
         assert_eq!(
             full.top,
             (1 << 20) - 4096,
             "the failure reports the room that was there"
         );
         assert_eq!(
-            s.claim(4096),
+            s.claim_explained(4096),
             Ok((1 << 20) - 4096),
             "the room is still there"
         );
@@ -511,9 +533,9 @@ mod tests {
     #[test]
     fn blocks_given_back_behind_others_are_handed_out_again() {
         let s = BumpSpace::new(0, 1 << 16);
-        let a = s.claim(4096).unwrap();
-        let b = s.claim(4096).unwrap();
-        let _c = s.claim(4096).unwrap();
+        let a = s.claim_explained(4096).unwrap();
+        let b = s.claim_explained(4096).unwrap();
+        let _c = s.claim_explained(4096).unwrap();
         // Give `a`'s and `b`'s blocks back as a racing claim would: behind `c`.
         {
             let mut free = s.lock();
@@ -523,28 +545,28 @@ mod tests {
         assert_eq!(s.lock().blocks, vec![(0, 8192)], "merged");
         assert_eq!(s.used_top(), 4096, "the figures leave the gap out");
         // The fast path takes the top; the slow path (once the top is at the end) the gap.
-        assert_eq!(s.claim((1 << 16) - 3 * 4096), Ok(3 * 4096));
-        assert_eq!(s.claim(4096), Ok(0), "from the gap");
-        assert_eq!(s.claim(4096), Ok(4096));
-        assert!(s.claim(8).is_err());
+        assert_eq!(s.claim_explained((1 << 16) - 3 * 4096), Ok(3 * 4096));
+        assert_eq!(s.claim_explained(4096), Ok(0), "from the gap");
+        assert_eq!(s.claim_explained(4096), Ok(4096));
+        assert!(s.claim_explained(8).is_err());
         assert_eq!(s.used_top(), 1 << 16);
         // The top moves past a gap that reaches it.
         let s = BumpSpace::new(0, 1 << 16);
-        let a = s.claim(4096).unwrap();
-        let b = s.claim(4096).unwrap();
+        let a = s.claim_explained(4096).unwrap();
+        let b = s.claim_explained(4096).unwrap();
         {
             let mut free = s.lock();
             s.give_back(&mut free, a, a + 4096);
             s.give_back(&mut free, b, b + 4096);
         }
         assert_eq!(s.lock().blocks, vec![]);
-        assert_eq!(s.claim(8), Ok(0), "the top is back at 0");
+        assert_eq!(s.claim_explained(8), Ok(0), "the top is back at 0");
     }
 
     #[test]
     fn shrinking_keeps_every_block_and_refuses_below_the_top() {
         let s = BumpSpace::new(0, 16 << 12);
-        assert_eq!(s.claim(3 << 12), Ok(0));
+        assert_eq!(s.claim_explained(3 << 12), Ok(0));
         assert_eq!(
             s.lower_end(2 << 12),
             Lowered::Refused {
@@ -562,15 +584,23 @@ mod tests {
         );
         assert_eq!(s.end(), 4 << 12);
         assert_eq!(s.lower_end(8 << 12), Lowered::Unchanged(4 << 12));
-        assert!(s.claim(4 << 12).is_err(), "beyond the new end");
-        assert_eq!(s.claim(1 << 12), Ok(3 << 12), "the top is where it was");
+        assert!(s.claim_explained(4 << 12).is_err(), "beyond the new end");
+        assert_eq!(
+            s.claim_explained(1 << 12),
+            Ok(3 << 12),
+            "the top is where it was"
+        );
         assert_eq!(
             s.lower_end(4 << 12),
             Lowered::Unchanged(4 << 12),
             "at the end already"
         );
         s.raise_end(8 << 12);
-        assert_eq!(s.claim(8), Ok(4 << 12), "claims go on after a regrowth");
+        assert_eq!(
+            s.claim_explained(8),
+            Ok(4 << 12),
+            "claims go on after a regrowth"
+        );
     }
 
     /// Claims of mixed sizes racing shrinks and expansions near the end: blocks never
@@ -594,7 +624,7 @@ mod tests {
                         let size = sizes[i % sizes.len()];
                         i += 1;
                         tries[t].fetch_add(1, Ordering::Relaxed);
-                        match s.claim(size) {
+                        match s.claim_explained(size) {
                             Ok(start) => {
                                 let end = s.end();
                                 assert!(start + size <= end, "block [{start:#x}, +{size}) beyond the end {end:#x}; top {:#x} gaps {:?}", s.top.0.load(Ordering::Relaxed), s.lock().blocks);

@@ -412,7 +412,7 @@ impl Heap {
     /// Allocates `bytes` (rounded up to 8; `0` is a unique 8-byte block) from the committed
     /// part, from any thread, without a lock: one `fetch_add` on the heap's top in the common
     /// case (blocks over 1 MiB: a compare-and-swap loop). `None` when the committed part
-    /// cannot hold the block — as cheap as a success (no system call; one load once the heap
+    /// cannot hold the block — as cheap as a success (no system call; two loads once the heap
     /// is full): [`expand_heap`](crate::VmHandle::expand_heap) first. A thread that allocates
     /// a lot takes a [`Tlab`].
     ///
@@ -422,7 +422,7 @@ impl Heap {
     #[inline]
     pub fn allocate(&self, bytes: usize) -> Option<HeapBlock<'_>> {
         let size = alloc_size(bytes)?;
-        let start = self.space.claim(size).ok()?;
+        let start = self.space.claim(size)?;
         self.block(start, size)
     }
 
@@ -438,7 +438,7 @@ impl Heap {
                 largest_free: 0,
             }));
         };
-        match self.space.claim(size) {
+        match self.space.claim_explained(size) {
             Ok(start) => self.block(start, size).ok_or_else(|| {
                 // Never: a claim lies below the published end.
                 let end = self.space.end();
