@@ -161,7 +161,8 @@ typedef struct rtvm_init_args {
 typedef struct rtvm_heap_stats {
     size_t reserved;   /* MaxHeapSize, aligned */
     size_t committed;  /* committed so far */
-    size_t used;       /* handed out (TLAB buffers count whole when taken) */
+    size_t used;       /* handed out (TLAB buffers count whole when taken); never above
+                        * committed, and never the figure of a shrink half done */
 } rtvm_heap_stats;
 
 /* A thread's stack, for a GC scanning it and an interpreter guarding its recursion.
@@ -241,7 +242,10 @@ const char *rtvm_last_error(void);
 /* Allocates `bytes` (rounded up to 8; 0 gives a unique 8-byte block) from the committed
  * heap, 8-byte aligned, lock-free (one atomic add in the common case). Returns NULL when
  * the committed part cannot hold it — as cheaply as a success; grow it with
- * rtvm_heap_expand. The memory is zero-filled, stays valid until rtvm_destroy returns, and
+ * rtvm_heap_expand. rtvm_last_error then gives the figures the allocator saw when it gave up
+ * (the bytes free at the heap's end, fewer than asked for; used; committed). A shrink or an
+ * expansion running meanwhile never makes it fail while the heap it leaves can hold the
+ * block. The memory is zero-filled, stays valid until rtvm_destroy returns, and
  * may be used while a background pretouch runs. Any thread. */
 void *rtvm_heap_allocate(rtvm_vm *vm, size_t bytes);
 
@@ -278,9 +282,12 @@ int rtvm_heap_expand(rtvm_vm *vm, size_t bytes, size_t *committed_out);
  * gives the pages above it back to the kernel (RSS and the committed figures drop; the range
  * stays mapped, so the kernel's commit charge for it stays), storing the committed size in
  * *committed_out if not NULL. Refused with RTVM_EINVAL, nothing changed, below what is
- * allocated, below MinHeapSize, on explicit huge pages, or over a held background pretouch
- * (a running one is waited for). Safe while other threads allocate and expand: an
- * allocation racing the shrink waits for it, a block handed out is never given back.
+ * allocated, below MinHeapSize or on explicit huge pages. A background pretouch, held or not,
+ * is not waited for: it skips the part given back (a chunk in flight there finishes first).
+ * Safe while other threads allocate, expand and read the figures: allocation never waits for
+ * its system calls (an allocation that does not fit may take a lock the shrink holds for a
+ * few loads and stores) and never fails because of it while the heap it leaves has room; a block handed out is
+ * never given back; rtvm_heap_get_stats shows the heap before or after it, nothing between.
  * rtvm_heap_expand makes the part usable again. Any thread, concurrently with any heap call;
  * not after rtvm_destroy (the VM pointer is dangling then, as for every call taking it). */
 int rtvm_heap_shrink(rtvm_vm *vm, size_t target, size_t *committed_out);
@@ -321,7 +328,9 @@ int rtvm_nursery_get_usage(rtvm_nursery *nursery, size_t *used, size_t *capacity
 
 /* Releases the background pretouch that -XX:+HoldBackgroundPreTouch held at start-up, so
  * the heap is pretouched from now on. Returns RTVM_OK, or RTVM_EINVAL if it was not held
- * (the flag not given, or released already). A shutdown releases it too. Any thread. */
+ * (the flag not given, or released already). A shutdown releases it too. The hold holds the
+ * heap's pretouch only: its workers serve other work meanwhile (embedder memories are
+ * pretouched, waited for, shrunk and released; the heap shrinks and grows). Any thread. */
 int rtvm_release_pretouch(rtvm_vm *vm);
 
 /* Reserves memory for the embedder with the VM's policies: `capacity` bytes it can grow into
@@ -330,8 +339,9 @@ int rtvm_release_pretouch(rtvm_vm *vm);
  * -XX:+UseTransparentHugePages (THP mode madvise) the reservation is aligned to the huge page
  * size and advised for huge pages; with -XX:+AlwaysPreTouch the committed part is pretouched
  * by the worker gang (-XX:+BackgroundPreTouch: in the background, so the call returns at once
- * and the memory is usable meanwhile — the work waits in the gang's queue if the gang is busy,
- * held or pretouching another memory; it never runs on the calling thread). NMT counts it under `category` (summary, virtual
+ * and the memory is usable meanwhile — the work waits in the gang's queue if the gang is busy
+ * pretouching another memory, never for a held heap pretouch (-XX:+HoldBackgroundPreTouch),
+ * whose workers take it up meanwhile; it never runs on the calling thread). NMT counts it under `category` (summary, virtual
  * memory map and details). -Xlog:os reports each reservation and growth. Stores the handle
  * in *memory_out. Errors: RTVM_EINVAL (NULL arguments, zero capacity, initial beyond the
  * capacity, sizes that overflow), RTVM_ENOMEM (no address space or memory: reserve, commit

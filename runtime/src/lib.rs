@@ -121,7 +121,7 @@ pub mod pages {
 /// and its tasks, the `-Xlog` parser. Not for embedders.
 #[cfg(feature = "testing")]
 pub mod testing {
-    pub use crate::workers::{GangTask, TaskHandle, WorkerGang};
+    pub use crate::workers::{GangTask, GangWaker, TaskHandle, WorkerGang};
     pub use crate::xlog::{
         help_text, parse_xlog, LogConfig, XlogError, RTVM_TAG_SETS, TAGS, TAG_SETS,
     };

@@ -284,7 +284,13 @@ impl VmMemory {
         let plan = &policy.pretouch;
         if plan.enabled && initial > 0 {
             if plan.background && gang.size() > 0 {
-                memory.background = Some(Background::start(&memory.target, 0..initial, gang, None));
+                memory.background = Some(Background::start(
+                    &memory.target,
+                    0..initial,
+                    gang,
+                    None,
+                    None,
+                ));
             } else {
                 pretouch::run(&memory.target, 0..initial, Some(gang))?;
             }

@@ -14,6 +14,12 @@
 //! With zero workers (or once stopped) a task runs on the calling thread, as HotSpot's
 //! pretouch does without a gang.
 //!
+//! A task may pause ([`GangTask::ready`], [`GangTask::finished`]): a worker whose share
+//! returns unfinished gives the share back and takes other work; the task's shares are taken
+//! up again once it is ready and someone [wakes](GangWaker) the gang. A held background
+//! pretouch pauses this way, so a hold never keeps a worker — or the tasks queued behind it —
+//! waiting.
+//!
 //! A task that panics on a worker does not take the worker or the gang with it: the panic is
 //! caught, the worker counts as finished with that task, and whoever waits for the task gets
 //! a [`TaskPanicked`] error. The gang takes the next task as usual.
@@ -28,8 +34,23 @@ use crate::threads::{
 
 /// Work that a gang runs on several threads at once.
 pub trait GangTask: Send + Sync + 'static {
-    /// Called once on each participating worker, with ids `0..workers`.
+    /// Called on each participating worker, with ids `0..workers` — once, unless the share
+    /// returns unfinished (see [`finished`](GangTask::finished)): then again later, on any
+    /// worker, with the same id.
     fn work(&self, worker_id: usize);
+
+    /// Whether a worker may take up a share now (checked under the gang's lock: keep it
+    /// cheap). A task that is not ready keeps its place in the queue; the workers take later
+    /// tasks meanwhile, and look again when the gang is [woken](GangWaker::wake).
+    fn ready(&self) -> bool {
+        true
+    }
+
+    /// Asked after a share's [`work`](GangTask::work) returned: `false` means it paused with
+    /// work left, and the share is given back to be taken up again.
+    fn finished(&self) -> bool {
+        true
+    }
 }
 
 /// A gang task panicked on a worker (the first panic is reported).
@@ -55,11 +76,19 @@ struct Job {
     finished: usize,
     /// The first panic.
     panicked: Option<TaskPanicked>,
+    /// Ids of shares given back unfinished, to be handed out again.
+    returned: Vec<usize>,
 }
 
 impl Job {
     fn done(&self) -> bool {
         self.finished == self.workers
+    }
+
+    /// The id for the next share: one given back, else the next new one.
+    fn next_id(&mut self) -> usize {
+        // With none given back, the ids handed out are 0..claimed.
+        self.returned.pop().unwrap_or(self.claimed)
     }
 }
 
@@ -108,6 +137,34 @@ impl std::fmt::Debug for WorkerGang {
         f.debug_struct("WorkerGang")
             .field("workers", &self.size())
             .finish()
+    }
+}
+
+/// Wakes a gang's idle workers, so that they look again at the tasks that were not ready
+/// (see [`GangTask::ready`]).
+#[derive(Clone)]
+pub struct GangWaker {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for GangWaker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GangWaker").finish_non_exhaustive()
+    }
+}
+
+impl GangWaker {
+    /// Wakes the gang's workers.
+    pub fn wake(&self) {
+        // Under the lock: a worker that found the task not ready is waiting by the time this
+        // notifies (it checked and began to wait while holding the lock).
+        let _s = self.shared.lock();
+        self.shared.cv.notify_all();
+    }
+
+    /// Whether both wake the same gang.
+    pub(crate) fn same_gang(&self, other: &GangWaker) -> bool {
+        Arc::ptr_eq(&self.shared, &other.shared)
     }
 }
 
@@ -195,6 +252,13 @@ impl WorkerGang {
         )
     }
 
+    /// A waker for this gang's workers.
+    pub fn waker(&self) -> GangWaker {
+        GangWaker {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+
     /// Starts workers until there are `wanted` (at most the capacity); returns how many there
     /// are. A worker that cannot be started is logged (by the thread layer) and the gang goes
     /// on with fewer.
@@ -246,6 +310,7 @@ impl WorkerGang {
                 claimed: 1,
                 finished: 1,
                 panicked,
+                returned: Vec::new(),
             })),
         }
     }
@@ -272,6 +337,7 @@ impl WorkerGang {
             claimed: 0,
             finished: 0,
             panicked: None,
+            returned: Vec::new(),
         }));
         s.queue.push_back(Arc::clone(&job));
         s.active += 1;
@@ -327,6 +393,27 @@ impl WorkerGang {
     }
 }
 
+/// A share of a job a worker took: the job, its task (`None` once it is done) and the id.
+type Share = (JobRef, Option<Arc<dyn GangTask>>, usize);
+
+/// The first queued job with a share left whose task is ready, with the share claimed.
+fn claim_share(s: &mut State) -> Option<Share> {
+    let at = s.queue.iter().position(|job| {
+        let j = lock_job(job);
+        j.task.as_ref().is_none_or(|t| t.ready())
+    })?;
+    let job = Arc::clone(&s.queue[at]);
+    let mut j = lock_job(&job);
+    let (id, task) = (j.next_id(), j.task.clone());
+    j.claimed += 1;
+    let fully_claimed = j.claimed == j.workers;
+    drop(j);
+    if fully_claimed {
+        s.queue.remove(at);
+    }
+    Some((job, task, id))
+}
+
 fn worker_loop(shared: &Shared) {
     let mut worked = false;
     loop {
@@ -334,18 +421,10 @@ fn worker_loop(shared: &Shared) {
             let mut s = shared.lock();
             loop {
                 // Queued tasks are still done after a shutdown: their submitters wait.
-                if let Some(front) = s.queue.front().map(Arc::clone) {
-                    let mut j = lock_job(&front);
-                    let (id, task) = (j.claimed, j.task.clone());
-                    j.claimed += 1;
-                    let fully_claimed = j.claimed == j.workers;
-                    drop(j);
-                    if fully_claimed {
-                        s.queue.pop_front();
-                    }
-                    break (front, task, id);
+                if let Some(share) = claim_share(&mut s) {
+                    break share;
                 }
-                if s.shutdown {
+                if s.shutdown && s.queue.is_empty() {
                     return;
                 }
                 if std::mem::take(&mut worked) {
@@ -359,19 +438,35 @@ fn worker_loop(shared: &Shared) {
                 s = shared.cv.wait(s).unwrap_or_else(|p| p.into_inner());
             }
         };
-        let panicked = task.and_then(|task| run_caught(&*task, worker_id));
+        let panicked = task
+            .as_ref()
+            .and_then(|task| run_caught(&**task, worker_id));
+        // A panic ends the share; a task that paused gives it back.
+        let paused = panicked.is_none() && task.as_ref().is_some_and(|t| !t.finished());
+        // Nothing the task holds (a reservation it pretouched) may outlive the moment its
+        // waiter learns that it is done.
+        drop(task);
         worked = true;
         let mut s = shared.lock();
         let mut j = lock_job(&job);
-        j.finished += 1;
-        if j.panicked.is_none() {
-            j.panicked = panicked;
-        }
-        if j.done() {
-            // The last one out: the task (and what it holds) goes before anyone learns that
-            // it is done.
-            j.task = None;
-            s.active -= 1;
+        if paused {
+            j.claimed -= 1;
+            j.returned.push(worker_id);
+            if !s.queue.iter().any(|q| Arc::ptr_eq(q, &job)) {
+                // Back at the front: it was queued before anything behind it.
+                s.queue.push_front(Arc::clone(&job));
+            }
+        } else {
+            j.finished += 1;
+            if j.panicked.is_none() {
+                j.panicked = panicked;
+            }
+            if j.done() {
+                // The last one out: the task (and what it holds) goes before anyone learns
+                // that it is done.
+                j.task = None;
+                s.active -= 1;
+            }
         }
         drop(j);
         drop(s);

@@ -23,7 +23,10 @@
 //!   stack, mask and flags of chained delivery, the output hook against a destroy, NMT
 //!   snapshots per VM, background reservations behind a busy gang, the nursery, `fork()`,
 //!   racing creates, a hook that calls back, `-Xss136k`'s soft limit, a host's own `SIGQUIT`
-//!   handler next to rtvm's with the real `jcmd` attaching.
+//!   handler next to rtvm's with the real `jcmd` attaching;
+//! * `tests/c/heap_race_test.c`, one process per mode: allocations and figures racing
+//!   `rtvm_heap_shrink`, failures that say what happened and lose nothing while the heap
+//!   shrinks and grows, a held background pretouch that holds nothing else.
 //!
 //! Without `cc`, `pkg-config` or `sh` (or `valgrind`, for the memory check) a test is
 //! reported ignored with the missing tool named; with `RTVM_CI` set (CI machines have them)
@@ -95,6 +98,9 @@ rtvm_testkit::tests!(
     c_diagnostic_commands_at_destroy_cooperative_and_hung,
     c_stops_find_every_pointer_under_safepoint_alot_and_handshake_alot,
     c_stops_during_thread_churn_under_safepoint_alot_and_handshake_alot,
+    c_allocations_racing_shrinks_never_fail_with_room,
+    c_failures_racing_shrinks_say_why_and_lose_nothing,
+    c_a_held_heap_pretouch_holds_nothing_else,
 );
 
 fn root() -> PathBuf {
@@ -591,6 +597,30 @@ fn c_stops_find_every_pointer_under_safepoint_alot_and_handshake_alot() -> Outco
 
 fn c_stops_during_thread_churn_under_safepoint_alot_and_handshake_alot() -> Outcome {
     safepoint_mode_under_stress("churn", true)
+}
+
+fn heap_race_binary() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        compile(
+            &root().join("tests/c/heap_race_test.c"),
+            "heap_race_test",
+            Link::Shared,
+            &["-O2", "-pthread"],
+        )
+    })
+}
+
+fn c_allocations_racing_shrinks_never_fail_with_room() -> Outcome {
+    c_mode(heap_race_binary(), "heap_race_test", "shrink-race")
+}
+
+fn c_failures_racing_shrinks_say_why_and_lose_nothing() -> Outcome {
+    c_mode(heap_race_binary(), "heap_race_test", "shrink-race-full")
+}
+
+fn c_a_held_heap_pretouch_holds_nothing_else() -> Outcome {
+    c_mode(heap_race_binary(), "heap_race_test", "hold")
 }
 
 fn host_safety_binary() -> &'static Path {

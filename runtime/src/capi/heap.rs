@@ -38,10 +38,10 @@ pub unsafe extern "C" fn rtvm_heap_allocate(vm: *mut Vm, bytes: usize) -> *mut c
         set_error("rtvm_heap_allocate: vm is NULL");
         return std::ptr::null_mut();
     };
-    match vm.allocate(bytes) {
-        Some(b) => b.as_ptr().cast(),
-        None => {
-            heap_full("rtvm_heap_allocate", vm, bytes);
+    match vm.heap().allocate_or_explain(bytes) {
+        Ok(b) => b.as_ptr().cast(),
+        Err(why) => {
+            heap_full("rtvm_heap_allocate", why);
             std::ptr::null_mut()
         }
     }
@@ -92,7 +92,9 @@ pub unsafe extern "C" fn rtvm_tlab_allocate_slow(tlab: *mut RtvmTlab, bytes: usi
         return std::ptr::null_mut();
     };
     let Some(size) = alloc_size(bytes) else {
-        heap_full("rtvm_tlab_allocate", vm, bytes);
+        if let Err(why) = vm.heap().allocate_or_explain(bytes) {
+            heap_full("rtvm_tlab_allocate", why);
+        }
         return std::ptr::null_mut();
     };
     // The inline fast path found the buffer too small for `size`.
@@ -104,9 +106,9 @@ pub unsafe extern "C" fn rtvm_tlab_allocate_slow(tlab: *mut RtvmTlab, bytes: usi
             t.end = start.wrapping_add(buffer.len() * 8);
             start.cast()
         }
-        Refilled::Direct(Some(block)) => block.as_ptr().cast(),
-        Refilled::Direct(None) => {
-            heap_full("rtvm_tlab_allocate", vm, bytes);
+        Refilled::Direct(Ok(block)) => block.as_ptr().cast(),
+        Refilled::Direct(Err(why)) => {
+            heap_full("rtvm_tlab_allocate", why);
             std::ptr::null_mut()
         }
     }

@@ -34,6 +34,7 @@ use std::ffi::{c_char, c_int, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use crate::error::ErrorCode;
+use crate::heap::AllocFailure;
 use crate::Vm;
 
 const OK: c_int = 0;
@@ -69,13 +70,10 @@ where
 enum LastError {
     /// A formatted message (the buffer `rtvm_last_error` returns).
     Text(CString),
-    /// An allocation that did not fit: formatted on demand.
+    /// An allocation that did not fit, with what the allocator saw: formatted on demand.
     HeapFull {
         what: &'static str,
-        bytes: usize,
-        used: usize,
-        committed: usize,
-        nursery: usize,
+        why: AllocFailure,
     },
 }
 
@@ -95,18 +93,32 @@ pub(super) fn fail(code: c_int, message: &str) -> c_int {
     code
 }
 
-/// Records a failed allocation without formatting anything.
-pub(super) fn heap_full(what: &'static str, vm: &Vm, bytes: usize) {
-    let s = vm.heap_stats();
-    let _ = LAST_ERROR.try_with(|e| {
-        *e.borrow_mut() = Some(LastError::HeapFull {
-            what,
-            bytes,
-            used: s.used,
-            committed: s.committed,
-            nursery: s.nursery,
-        })
-    });
+/// Records a failed allocation without formatting anything: the figures the allocator saw
+/// when it gave up (read again now, they could say anything — the heap may have changed).
+pub(super) fn heap_full(what: &'static str, why: AllocFailure) {
+    let _ = LAST_ERROR.try_with(|e| *e.borrow_mut() = Some(LastError::HeapFull { what, why }));
+}
+
+/// The message of a failed allocation.
+fn heap_full_message(what: &str, why: &AllocFailure) -> String {
+    let AllocFailure {
+        requested,
+        used,
+        committed,
+        free_at_end,
+        largest_gap,
+        nursery,
+    } = *why;
+    let mut text = format!(
+        "{what}: {requested} bytes do not fit the committed heap ({free_at_end} bytes free at its end; {used} bytes used of {committed} committed"
+    );
+    if nursery > 0 {
+        text += &format!(", of which {nursery} bytes are the nursery, -Xmn, allocated with rtvm_with_nursery only");
+    }
+    if largest_gap > 0 {
+        text += &format!("; the largest gap below the end holds {largest_gap} bytes");
+    }
+    text + "); grow it with rtvm_heap_expand"
 }
 
 /// Runs `f`, turning a panic into `RTVM_ERR`; refuses calls from inside the output hook with
@@ -159,19 +171,8 @@ pub extern "C" fn rtvm_last_error() -> *const c_char {
     LAST_ERROR
         .try_with(|e| {
             let mut e = e.borrow_mut();
-            if let Some(LastError::HeapFull {
-                what,
-                bytes,
-                used,
-                committed,
-                nursery,
-            }) = *e
-            {
-                let text = if nursery == 0 {
-                    format!("{what}: {bytes} bytes do not fit the committed heap ({used} bytes used of {committed} committed); grow it with rtvm_heap_expand")
-                } else {
-                    format!("{what}: {bytes} bytes do not fit the committed heap ({used} bytes used of {committed} committed, of which {nursery} bytes are the nursery, -Xmn, allocated with rtvm_with_nursery only); grow it with rtvm_heap_expand")
-                };
+            if let Some(LastError::HeapFull { what, why }) = &*e {
+                let text = heap_full_message(what, why);
                 *e = Some(LastError::Text(CString::new(text).unwrap_or_default()));
             }
             match &*e {

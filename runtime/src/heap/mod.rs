@@ -6,16 +6,17 @@
 //! The embedder allocates from it with a thread-safe bump allocator ([`Heap::allocate`],
 //! `alloc`), from thread-local buffers ([`Tlab`], `tlab`) and from the nursery ([`Nursery`],
 //! `nursery`); grows it with [`VmHandle::expand_heap`](crate::VmHandle::expand_heap) (commit,
-//! and pretouch with `AlwaysPreTouch`, through the pretouch engine's one growth routine); and
-//! reads [`Heap::stats`]. Memory handed out is committed and stays mapped until the VM is
+//! and pretouch with `AlwaysPreTouch`, through the pretouch engine's one growth routine) and
+//! shrinks it with [`Heap::shrink`] (`resize`, both); and reads [`Heap::stats`]. Memory handed out is committed and stays mapped until the VM is
 //! dropped; it may be written while a pretouch runs, because neither pretouch primitive
 //! changes a byte (JDK-8272807).
 
 mod alloc;
 mod nursery;
+mod resize;
 mod tlab;
 
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::sync::{Arc, Mutex};
 
 use rtvm_flags::value::format_exact_size;
@@ -28,7 +29,7 @@ use crate::pretouch::{
 use crate::workers::{TaskPanicked, WorkerGang};
 
 pub(crate) use alloc::alloc_size;
-use alloc::BumpSpace;
+use alloc::{BumpSpace, Full};
 pub use nursery::Nursery;
 pub use tlab::Tlab;
 pub(crate) use tlab::{refill_and_allocate, tlab_refill_size, Refilled};
@@ -137,12 +138,38 @@ impl<'a> HeapBlock<'a> {
     }
 }
 
+/// Why an allocation failed: the figures the allocator saw when it gave up (not read again
+/// afterwards, when other threads may have changed them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct AllocFailure {
+    /// Bytes asked for.
+    pub requested: usize,
+    /// Bytes handed out below the allocation top (the nursery and free gaps left out).
+    pub used: usize,
+    /// The committed size.
+    pub committed: usize,
+    /// Bytes between the allocation top and the committed end: fewer than asked for.
+    pub free_at_end: usize,
+    /// The largest gap below the top that failed allocations left behind others (smaller
+    /// than asked for; 0 almost always).
+    pub largest_gap: usize,
+    /// The nursery at the heap's low end (`-Xmn`), never handed out by the shared path.
+    pub nursery: usize,
+}
+
 /// The heap.
 #[derive(Debug)]
 pub struct Heap {
     reservation: Arc<Reservation>,
     /// The allocator over `[nursery, committed)`.
     space: BumpSpace,
+    /// Serializes expansions and shrinks, across their system calls (allocation never takes
+    /// it).
+    resize: Mutex<()>,
+    /// The background pretouch skips what lies at or above this offset: a shrink lowers it
+    /// before it gives pages back (so the pretouch does not make them resident again), an
+    /// expansion raises it.
+    pretouch_limit: Arc<AtomicUsize>,
     /// Sizes, as decided.
     policy: HeapPolicy,
     /// The page size backing the heap (and its alignment).
@@ -246,6 +273,8 @@ impl Heap {
         let reservation = Arc::new(reservation);
         Ok(Heap {
             space: BumpSpace::new(policy.nursery, policy.initial),
+            resize: Mutex::new(()),
+            pretouch_limit: Arc::new(AtomicUsize::new(policy.initial)),
             target: Target {
                 reservation: Arc::clone(&reservation),
                 page_size,
@@ -285,7 +314,13 @@ impl Heap {
                 self.gate.hold_initial();
                 log::info!(target: "gc+heap", "Background pretouch held until the embedder releases it (HoldBackgroundPreTouch)");
             }
-            let bg = Background::start(&self.target, 0..len, gang, Some(Arc::clone(&self.gate)));
+            let bg = Background::start(
+                &self.target,
+                0..len,
+                gang,
+                Some(Arc::clone(&self.gate)),
+                Some(Arc::clone(&self.pretouch_limit)),
+            );
             log::info!(target: "gc+heap", "Background pretouch started: {} on {} workers", format_exact_size(len as u64), bg.workers());
             *self.background.lock().unwrap_or_else(|p| p.into_inner()) = Some(bg);
             return Ok(());
@@ -341,15 +376,27 @@ impl Heap {
     }
 
     /// Waits for a background pretouch, if one was started, and returns its outcome (once;
-    /// later calls return `Ok(None)`).
+    /// later calls return `Ok(None)`). A held pretouch is waited for until it is released
+    /// (or the VM shuts down): this waits for the pretouch itself. While it waits the
+    /// pretouch still counts as running.
     pub fn wait_for_pretouch(&self) -> Result<Option<PretouchReport>, HeapError> {
         let bg = self
             .background
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .take();
-        match bg {
-            Some(bg) => Ok(Some(bg.wait()?)),
+            .clone();
+        let Some(bg) = bg else {
+            return Ok(None);
+        };
+        let outcome = bg.wait();
+        // The first waiter to come back reports it.
+        match self
+            .background
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            Some(_) => Ok(Some(outcome?)),
             None => Ok(None),
         }
     }
@@ -365,17 +412,59 @@ impl Heap {
     /// Allocates `bytes` (rounded up to 8; `0` is a unique 8-byte block) from the committed
     /// part, from any thread, without a lock: one `fetch_add` on the heap's top in the common
     /// case (blocks over 1 MiB: a compare-and-swap loop). `None` when the committed part
-    /// cannot hold the block — as cheap as a success (no system call, never blocking; one
-    /// load once the heap is full): [`expand_heap`](crate::VmHandle::expand_heap) first. A
-    /// thread that allocates a lot takes a [`Tlab`].
+    /// cannot hold the block — as cheap as a success (no system call; two loads once the heap
+    /// is full): [`expand_heap`](crate::VmHandle::expand_heap) first. A thread that allocates
+    /// a lot takes a [`Tlab`].
     ///
-    /// Only when failed allocations race with each other near the end of the committed part
-    /// may the last bytes before the end stay unused until the next expansion.
+    /// Expansions and shrinks never make an allocation fail that the heap they leave can
+    /// hold. Only when failed allocations race with each other near the end of the committed
+    /// part may one of them fail that would fit once the others have given their room back.
     #[inline]
     pub fn allocate(&self, bytes: usize) -> Option<HeapBlock<'_>> {
         let size = alloc_size(bytes)?;
         let start = self.space.claim(size)?;
         self.block(start, size)
+    }
+
+    /// [`allocate`](Heap::allocate), saying why on failure: the figures the allocator saw
+    /// when it gave up (the C API's message).
+    pub(crate) fn allocate_or_explain(&self, bytes: usize) -> Result<HeapBlock<'_>, AllocFailure> {
+        let explain = |full: Full| self.failure(bytes, full);
+        let Some(size) = alloc_size(bytes) else {
+            let end = self.space.end();
+            return Err(explain(Full {
+                top: end,
+                end,
+                largest_free: 0,
+            }));
+        };
+        match self.space.claim_explained(size) {
+            Ok(start) => self.block(start, size).ok_or_else(|| {
+                // Never: a claim lies below the published end.
+                let end = self.space.end();
+                explain(Full {
+                    top: end,
+                    end,
+                    largest_free: 0,
+                })
+            }),
+            Err(full) => Err(explain(full)),
+        }
+    }
+
+    fn failure(&self, requested: usize, full: Full) -> AllocFailure {
+        let nursery = self.policy.nursery;
+        AllocFailure {
+            requested,
+            used: full
+                .top
+                .saturating_sub(nursery)
+                .saturating_sub(self.space.gap_bytes()),
+            committed: full.end,
+            free_at_end: full.end - full.top,
+            largest_gap: full.largest_free,
+            nursery,
+        }
     }
 
     /// Turns a claim into a block. Below the committed end, which is published (the claim
@@ -397,66 +486,12 @@ impl Heap {
         Tlab::new(self, bytes)
     }
 
-    /// Commits `bytes` more (rounded up to the heap's page size) and, with `AlwaysPreTouch`,
-    /// pretouches them — on the gang if it is free, else on the calling thread, never waiting
-    /// for a background pretouch of the initial heap. The new part is published (becomes
-    /// allocatable) only once it is committed and pretouched; on any failure it is given back
-    /// and the heap keeps its old size and stays usable. Returns the committed size.
-    pub(crate) fn expand(&self, bytes: usize, gang: &WorkerGang) -> Result<usize, HeapError> {
-        let page = self.page_size;
-        self.space.expand(|old| {
-            let available = self.policy.max - old;
-            let grow = bytes
-                .checked_add(page - 1)
-                .map(|b| b & !(page - 1))
-                .filter(|&g| g <= available)
-                .ok_or(HeapError::Exhausted {
-                    requested: bytes,
-                    available,
-                })?;
-            if grow == 0 {
-                return Ok(None);
-            }
-            let range = old..old + grow;
-            // What lies below the mapped end is committed already: on huge pages since the
-            // reservation, or a part whose pages a shrink gave back (still mapped). That part
-            // is pretouched; the rest is committed, pretouched and published.
-            let mapped = if self.explicit {
-                self.policy.max
-            } else {
-                self.reservation.committed_bytes()
-            };
-            let split = range.end.min(mapped.max(range.start));
-            let remapped = match (self.target.plan.enabled, split > range.start) {
-                (true, true) => pretouch::run(&self.target, range.start..split, Some(gang))
-                    .map(|_| ())
-                    .map_err(HeapError::from),
-                _ => Ok(()),
-            };
-            let grown = remapped.and_then(|()| {
-                if split < range.end {
-                    pretouch::grow(&self.target, split..range.end, Some(gang))
-                        .map(|_| ())
-                        .map_err(HeapError::from)
-                } else {
-                    Ok(())
-                }
-            });
-            if let Err(e) = grown {
-                log::info!(target: "gc+heap", "Expansion by {} failed; the heap keeps {}: {e}", format_exact_size(grow as u64), format_exact_size(old as u64));
-                return Err(e);
-            }
-            log::debug!(target: "gc+heap", "Expanded heap to {}", format_exact_size((old + grow) as u64));
-            Ok(Some(old + grow))
-        })
-    }
-
     /// Current figures (counters only).
     pub fn stats(&self) -> HeapStats {
         HeapStats {
             reserved: self.reservation.len(),
             committed: self.space.end(),
-            used: self.space.top().saturating_sub(self.policy.nursery),
+            used: self.space.used_top().saturating_sub(self.policy.nursery),
             nursery: self.policy.nursery,
         }
     }
@@ -517,77 +552,5 @@ impl Heap {
             }
         }
         r
-    }
-
-    /// Gives committed memory above what is allocated back to the kernel: the committed part
-    /// shrinks to `target` bytes (rounded up to the heap's page size) and the pages above it
-    /// are returned (`MADV_DONTNEED`: RSS and the heap's committed figures drop; the range
-    /// stays mapped, so the kernel's commit charge for it stays, and no allocation ever races
-    /// a change of protection). An expansion makes it usable again (pretouched anew with
-    /// `AlwaysPreTouch`). Refused, with nothing
-    /// changed, below what is allocated, below `MinHeapSize`, on explicit huge pages (they
-    /// are committed whole), or over a background pretouch that is held; a background
-    /// pretouch that runs over the part given back is waited for. Safe while other threads
-    /// allocate (a block handed out is never given back; an allocation racing the shrink
-    /// waits for it and then sees the new end) and expand (one waits for the other).
-    /// Returns the committed size.
-    pub fn shrink(&self, target: usize) -> Result<usize, HeapError> {
-        let refuse = |reason: String| HeapError::Shrink { target, reason };
-        if self.explicit {
-            return Err(refuse(format!(
-                "the heap is on {}, committed whole",
-                self.page_description
-            )));
-        }
-        let page = self.page_size;
-        let new_end = target
-            .checked_next_multiple_of(page)
-            .ok_or_else(|| refuse("the size overflows".into()))?;
-        if new_end < self.policy.min {
-            return Err(refuse(format!("MinHeapSize is {} bytes", self.policy.min)));
-        }
-        if new_end < self.space.end() && self.background_pretouch_running() {
-            let initial = self.policy.initial;
-            if new_end < initial {
-                if self.gate.is_held() {
-                    return Err(refuse(
-                        "a held background pretouch still covers the part to give back".into(),
-                    ));
-                }
-                // The pretouch of [0, initial) must not meet a range gone under it.
-                self.wait_for_pretouch()?;
-            }
-        }
-        let before = self.space.end();
-        let result = self.space.shrink(
-            |used, _end| {
-                if used > new_end {
-                    return Err(refuse(format!("{used} bytes are allocated")));
-                }
-                Ok(Some(new_end))
-            },
-            |new, old| {
-                // Nothing in [new, old) was handed out (the space's shrink stopped claims and
-                // found the top at or below `new`), and no claim reaches it until an
-                // expansion moves the end again: its pages can go.
-                self.reservation
-                    .discard(new, old - new)
-                    .map_err(HeapError::Commit)
-            },
-        );
-        match &result {
-            Ok(after) if *after < before => log::info!(
-                target: "gc+heap",
-                "Heap shrunk from {} to {}: {} given back",
-                format_exact_size(before as u64),
-                format_exact_size(*after as u64),
-                format_exact_size((before - after) as u64)
-            ),
-            Ok(_) => {
-                log::debug!(target: "gc+heap", "Heap shrink to {}: nothing to give back", format_exact_size(new_end as u64))
-            }
-            Err(e) => log::info!(target: "gc+heap", "Heap shrink refused: {e}"),
-        }
-        result
     }
 }

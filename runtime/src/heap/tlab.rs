@@ -3,7 +3,7 @@
 
 use std::sync::atomic::AtomicU64;
 
-use super::{alloc_size, Heap, HeapBlock};
+use super::{alloc_size, AllocFailure, Heap, HeapBlock};
 
 /// A thread-local allocation buffer (HotSpot's TLAB): a piece of the heap taken by one
 /// thread, in which allocation is a bounds check and an add — no atomic operation, no
@@ -58,7 +58,7 @@ impl<'h> Tlab<'h> {
                     words: &buffer[..used],
                 })
             }
-            Refilled::Direct(block) => block,
+            Refilled::Direct(block) => block.ok(),
         }
     }
 
@@ -75,8 +75,9 @@ pub(crate) enum Refilled<'h> {
         buffer: &'h [AtomicU64],
         used: usize,
     },
-    /// Too large for a buffer: allocated from the heap directly (or not at all).
-    Direct(Option<HeapBlock<'h>>),
+    /// Too large for a buffer, or no whole buffer left: allocated from the heap directly (or
+    /// not at all, and why).
+    Direct(Result<HeapBlock<'h>, AllocFailure>),
 }
 
 /// The buffer size a TLAB asked for `bytes` gets: rounded up to 8, at least 4 KiB; 0 (or a
@@ -95,14 +96,15 @@ pub(crate) fn tlab_refill_size(bytes: usize) -> usize {
 #[inline(never)]
 pub(crate) fn refill_and_allocate(heap: &Heap, refill: usize, size: usize) -> Refilled<'_> {
     if size > refill / 2 {
-        return Refilled::Direct(heap.allocate(size));
+        return Refilled::Direct(heap.allocate_or_explain(size));
     }
     match heap.allocate(refill) {
         Some(fresh) => Refilled::Buffer {
             buffer: fresh.words,
             used: size / 8,
         },
-        // No room for a whole buffer: the block alone may still fit.
-        None => Refilled::Direct(heap.allocate(size)),
+        // No room for a whole buffer: the block alone may still fit (the failed refill gave
+        // its room back).
+        None => Refilled::Direct(heap.allocate_or_explain(size)),
     }
 }

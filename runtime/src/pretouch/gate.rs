@@ -1,8 +1,12 @@
 //! Holds on a background pretouch: while one lives, the pretouch's workers stop before their
-//! next chunk (the chunks in flight finish). A close overrides every hold, so a forgotten one
-//! cannot hang a shutdown.
+//! next chunk (the chunks in flight finish) and go back to their gang, free for other work —
+//! a hold holds the pretouch, never a worker, so nothing queued behind the pretouch (another
+//! memory's pretouch, a growth) waits for the hold. A close overrides every hold, so a
+//! forgotten one cannot hang a shutdown.
 
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+use crate::workers::GangWaker;
 
 /// Who holds a background pretouch, and who is inside a chunk.
 #[derive(Debug, Default)]
@@ -17,11 +21,19 @@ struct Holds {
     active: usize,
 }
 
+impl Holds {
+    fn held(&self) -> bool {
+        self.count > 0 && !self.closing
+    }
+}
+
 /// The gate a background pretouch's workers pass before each chunk.
 #[derive(Debug, Default)]
 pub(crate) struct Gate {
     holds: Mutex<Holds>,
     changed: Condvar,
+    /// The gangs whose workers left a held pretouch: told when the holds change.
+    wakers: Mutex<Vec<GangWaker>>,
 }
 
 /// A worker inside a chunk (see [`PretouchHold::wait_stopped`]).
@@ -47,6 +59,28 @@ impl Gate {
         self.holds.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Tells `waker`'s gang whenever the holds change (its workers then look again at the
+    /// tasks they left because of a hold).
+    pub(crate) fn add_waker(&self, waker: GangWaker) {
+        let mut wakers = self.wakers.lock().unwrap_or_else(|p| p.into_inner());
+        if !wakers.iter().any(|w| w.same_gang(&waker)) {
+            wakers.push(waker);
+        }
+    }
+
+    /// After a change of the holds, with no lock of the gate held.
+    fn changed(&self) {
+        self.changed.notify_all();
+        let wakers = self
+            .wakers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        for w in wakers {
+            w.wake();
+        }
+    }
+
     /// Takes a hold, released when the returned value is dropped.
     pub(crate) fn hold(self: &Arc<Self>) -> PretouchHold {
         self.lock().count += 1;
@@ -67,50 +101,63 @@ impl Gate {
 
     /// Releases the initial hold; `false` if there was none (not asked for, or released).
     pub(crate) fn release_initial(&self) -> bool {
-        let mut h = self.lock();
-        if !h.initial {
-            return false;
+        {
+            let mut h = self.lock();
+            if !h.initial {
+                return false;
+            }
+            h.initial = false;
+            h.count = h.count.saturating_sub(1);
         }
-        h.initial = false;
-        h.count = h.count.saturating_sub(1);
-        self.changed.notify_all();
+        self.changed();
         true
     }
 
     fn release(&self) {
-        let mut h = self.lock();
-        h.count = h.count.saturating_sub(1);
-        self.changed.notify_all();
+        {
+            let mut h = self.lock();
+            h.count = h.count.saturating_sub(1);
+        }
+        self.changed();
     }
 
     /// Whether any hold is taken (and not overridden by a close).
     pub(crate) fn is_held(&self) -> bool {
-        let h = self.lock();
-        h.count > 0 && !h.closing
+        self.lock().held()
     }
 
     /// Ends every hold for good (the owner shuts down and waits for the pretouch).
     pub(crate) fn close(&self) {
         self.lock().closing = true;
-        self.changed.notify_all();
+        self.changed();
     }
 
-    /// A worker waits here before each chunk while the pretouch is held; it counts as active
-    /// until the returned guard is dropped.
-    pub(crate) fn enter_chunk(&self) -> ActiveChunk<'_> {
+    /// A worker about to start a chunk: `None` while the pretouch is held (the worker leaves
+    /// the task and goes back to its gang); else it counts as active until the returned
+    /// guard is dropped.
+    pub(crate) fn try_enter_chunk(&self) -> Option<ActiveChunk<'_>> {
         let mut h = self.lock();
-        while h.count > 0 && !h.closing {
-            h = self.changed.wait(h).unwrap_or_else(|p| p.into_inner());
+        if h.held() {
+            return None;
         }
         h.active += 1;
-        ActiveChunk(self)
+        Some(ActiveChunk(self))
+    }
+
+    /// Waits until no worker is inside a chunk — chunks in flight finish, holds or not (a
+    /// chunk never waits for anything), so this never waits for a hold.
+    pub(crate) fn wait_idle(&self) {
+        let mut h = self.lock();
+        while h.active > 0 {
+            h = self.changed.wait(h).unwrap_or_else(|p| p.into_inner());
+        }
     }
 }
 
 /// A hold on a background pretouch ([`Heap::hold_pretouch`](crate::Heap::hold_pretouch)):
 /// while it lives, the pretouch workers stop before their next chunk (the chunks in flight
-/// finish). Dropping it lets them go on. A shutdown overrides every hold, so a forgotten one
-/// cannot hang the VM.
+/// finish) and are free for other work. Dropping it lets the pretouch go on. A shutdown
+/// overrides every hold, so a forgotten one cannot hang the VM.
 #[derive(Debug)]
 pub struct PretouchHold {
     gate: Arc<Gate>,

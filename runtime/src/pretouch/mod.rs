@@ -9,7 +9,7 @@
 //! | file | what |
 //! | --- | --- |
 //! | `task` | [`PretouchTask`]: workers claim chunks from an atomic cursor (HotSpot's `PretouchTask`), progress and completion lines |
-//! | `gate` | [`Gate`] and [`PretouchHold`]: holds that stop a background pretouch before its next chunk |
+//! | `gate` | [`Gate`] and [`PretouchHold`]: holds that pause a background pretouch before its next chunk (its workers go back to the gang meanwhile) |
 //! | `grow` | [`grow`]: commit unpublished → pretouch → publish, or give back — the one growth routine |
 
 mod gate;
@@ -17,6 +17,7 @@ mod grow;
 mod task;
 
 use std::ops::Range;
+use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -86,7 +87,13 @@ pub(crate) fn run(
     gang: Option<&WorkerGang>,
 ) -> Result<PretouchReport, PretouchError> {
     let workers = gang.map_or(0, WorkerGang::size);
-    let task = Arc::new(PretouchTask::new(target.clone(), range, workers, None));
+    let task = Arc::new(PretouchTask::new(
+        target.clone(),
+        range,
+        workers,
+        None,
+        None,
+    ));
     task.log_start();
     match gang {
         Some(gang) => gang
@@ -100,8 +107,8 @@ pub(crate) fn run(
     task.finish()
 }
 
-/// A pretouch running in the background on the gang.
-#[derive(Debug)]
+/// A pretouch running in the background on the gang (a clone is another handle to it).
+#[derive(Clone, Debug)]
 pub(crate) struct Background {
     handle: TaskHandle,
     task: Arc<PretouchTask>,
@@ -109,14 +116,25 @@ pub(crate) struct Background {
 
 impl Background {
     /// Starts pretouching `range` of `target` on the gang and returns at once; `gate`, if any,
-    /// can hold it between chunks.
+    /// can hold it between chunks (its workers then take other tasks of the gang); chunks at
+    /// or above `limit`, if any, are skipped.
     pub(crate) fn start(
         target: &Target,
         range: Range<usize>,
         gang: &WorkerGang,
         gate: Option<Arc<Gate>>,
+        limit: Option<Arc<AtomicUsize>>,
     ) -> Background {
-        let task = Arc::new(PretouchTask::new(target.clone(), range, gang.size(), gate));
+        if let Some(g) = &gate {
+            g.add_waker(gang.waker());
+        }
+        let task = Arc::new(PretouchTask::new(
+            target.clone(),
+            range,
+            gang.size(),
+            gate,
+            limit,
+        ));
         task.log_start();
         let handle = gang.start(Arc::clone(&task) as Arc<dyn GangTask>, task.workers());
         Background { handle, task }
@@ -139,7 +157,7 @@ impl Background {
     }
 
     /// Waits for the pretouch and returns what it did.
-    pub(crate) fn wait(self) -> Result<PretouchReport, PretouchError> {
+    pub(crate) fn wait(&self) -> Result<PretouchReport, PretouchError> {
         self.handle.wait().map_err(PretouchError::Panicked)?;
         self.task.finish()
     }

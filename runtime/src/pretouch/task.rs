@@ -1,6 +1,7 @@
 //! One pretouch: `[offset, offset+len)` of a reservation in chunks that workers claim from an
 //! atomic cursor, as HotSpot's `PretouchTask` does — `units = ceil(len / chunk)`, `workers =
-//! min(units, gang size)`; with no worker the calling thread runs it.
+//! min(units, gang size)`; with no worker the calling thread runs it. A held background
+//! pretouch pauses: its workers leave it between chunks and take it up again once released.
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -30,25 +31,33 @@ pub(crate) struct PretouchTask {
     workers: usize,
     /// Holds stop a background pretouch before each chunk.
     gate: Option<Arc<Gate>>,
+    /// Offsets at or above this are skipped (the owner gave them back meanwhile).
+    limit: Option<Arc<AtomicUsize>>,
     cursor: AtomicUsize,
     done: AtomicUsize,
+    /// Bytes skipped because they lay above the limit.
+    skipped: AtomicUsize,
     fallback_used: AtomicBool,
     error: Mutex<Option<OsError>>,
     start: Instant,
     last_progress_ms: AtomicU64,
-    /// Workers still in `work`; the last one out records the end and logs it.
-    workers_left: AtomicUsize,
+    /// Workers inside `work` now; the last one out once the cursor is past the end records
+    /// the end and logs it (once: `completed`).
+    in_work: AtomicUsize,
+    completed: AtomicBool,
     finished_at: Mutex<Option<Duration>>,
 }
 
 impl PretouchTask {
     /// A task over `range` of `target` for a gang of `gang` workers; `gate` makes it a
-    /// background pretouch that holds can stop.
+    /// background pretouch that holds can stop; `limit`, if any, is an offset at and above
+    /// which it skips its chunks (read before each chunk).
     pub(crate) fn new(
         target: Target,
         range: Range<usize>,
         gang: usize,
         gate: Option<Arc<Gate>>,
+        limit: Option<Arc<AtomicUsize>>,
     ) -> PretouchTask {
         let chunk = target.plan.chunk_for(target.page_size);
         let len = range.len();
@@ -61,14 +70,16 @@ impl PretouchTask {
             units,
             workers,
             gate,
+            limit,
             cursor: AtomicUsize::new(0),
             done: AtomicUsize::new(0),
+            skipped: AtomicUsize::new(0),
             fallback_used: AtomicBool::new(false),
             error: Mutex::new(None),
             start: Instant::now(),
             last_progress_ms: AtomicU64::new(0),
-            // With an empty gang the task runs once, on the caller.
-            workers_left: AtomicUsize::new(workers.max(1)),
+            in_work: AtomicUsize::new(0),
+            completed: AtomicBool::new(false),
             finished_at: Mutex::new(None),
         }
     }
@@ -86,6 +97,11 @@ impl PretouchTask {
 
     fn background(&self) -> bool {
         self.gate.is_some()
+    }
+
+    /// Every chunk is claimed (or the task failed and stopped everyone).
+    fn exhausted(&self) -> bool {
+        self.cursor.load(Ordering::Acquire) >= self.len
     }
 
     /// HotSpot's line as the task starts.
@@ -151,12 +167,16 @@ impl PretouchTask {
             log::error!(target: tag, "PreTouch{what} failed after {:.3}s: {e}", elapsed.as_secs_f64());
             return;
         }
+        let bytes = self.len - self.skipped.load(Ordering::Relaxed);
+        if bytes < self.len {
+            log::info!(target: tag, "PreTouch{what} skipped {}B given back while it ran", self.len - bytes);
+        }
         log::info!(
             target: tag,
             "Pretouched {}B{what} in {:.3}s ({:.2} GB/s) with {} workers, chunk {}, {}, page size {}",
-            self.len,
+            bytes,
             elapsed.as_secs_f64(),
-            self.len as f64 / elapsed.as_secs_f64().max(1e-9) / 1e9,
+            bytes as f64 / elapsed.as_secs_f64().max(1e-9) / 1e9,
             self.workers,
             format_exact_size(self.chunk as u64),
             self.primitive(),
@@ -178,7 +198,7 @@ impl PretouchTask {
             .unwrap_or_else(|p| p.into_inner())
             .unwrap_or_else(|| self.start.elapsed());
         Ok(PretouchReport {
-            bytes: self.len,
+            bytes: self.len - self.skipped.load(Ordering::Relaxed),
             elapsed,
             workers: self.workers,
             chunk: self.chunk,
@@ -190,34 +210,67 @@ impl PretouchTask {
 impl GangTask for PretouchTask {
     fn work(&self, _worker_id: usize) {
         let reservation = &self.target.reservation;
+        self.in_work.fetch_add(1, Ordering::AcqRel);
         loop {
-            // Held here before each chunk; counted active until the iteration ends.
-            let _active = self.gate.as_ref().map(|g| g.enter_chunk());
-            let start = self.cursor.fetch_add(self.chunk, Ordering::Relaxed);
+            // A held pretouch is left here, before the next chunk (the gang takes it up again
+            // once released); counted active until the iteration ends.
+            let active = match &self.gate {
+                Some(g) => match g.try_enter_chunk() {
+                    Some(a) => Some(a),
+                    None => break,
+                },
+                None => None,
+            };
+            let start = self.cursor.fetch_add(self.chunk, Ordering::AcqRel);
             if start >= self.len {
                 break;
             }
             let n = self.chunk.min(self.len - start);
-            match reservation.pretouch(self.offset + start, n, &self.target.plan.request) {
-                Ok(p) => {
-                    if p.primitive == Primitive::AtomicAdd {
-                        self.fallback_used.store(true, Ordering::Relaxed);
+            // Read after entering the chunk: an owner that lowers the limit and then waits for
+            // the chunks in flight (`Gate::wait_idle`) sees this chunk, or this chunk sees it.
+            let limit = self
+                .limit
+                .as_ref()
+                .map_or(usize::MAX, |l| l.load(Ordering::SeqCst));
+            let at = self.offset + start;
+            let touch = n.min(limit.saturating_sub(at));
+            if touch < n {
+                self.skipped.fetch_add(n - touch, Ordering::Relaxed);
+            }
+            if touch > 0 {
+                match reservation.pretouch(at, touch, &self.target.plan.request) {
+                    Ok(p) => {
+                        if p.primitive == Primitive::AtomicAdd {
+                            self.fallback_used.store(true, Ordering::Relaxed);
+                        }
+                        self.done.fetch_add(touch, Ordering::Relaxed);
                     }
-                    self.done.fetch_add(n, Ordering::Relaxed);
-                }
-                Err(e) => {
-                    let mut slot = self.error.lock().unwrap_or_else(|p| p.into_inner());
-                    slot.get_or_insert(e);
-                    // Stop everyone: the creation, growth or expansion fails anyway.
-                    self.cursor.store(self.len, Ordering::Relaxed);
-                    break;
+                    Err(e) => {
+                        let mut slot = self.error.lock().unwrap_or_else(|p| p.into_inner());
+                        slot.get_or_insert(e);
+                        // Stop everyone: the creation, growth or expansion fails anyway.
+                        self.cursor.store(self.len, Ordering::Release);
+                        break;
+                    }
                 }
             }
+            drop(active);
             self.log_progress();
         }
-        if self.workers_left.fetch_sub(1, Ordering::AcqRel) == 1 {
+        if self.in_work.fetch_sub(1, Ordering::AcqRel) == 1
+            && self.exhausted()
+            && !self.completed.swap(true, Ordering::AcqRel)
+        {
             self.complete();
         }
+    }
+
+    fn ready(&self) -> bool {
+        self.exhausted() || self.gate.as_ref().is_none_or(|g| !g.is_held())
+    }
+
+    fn finished(&self) -> bool {
+        self.exhausted()
     }
 }
 
