@@ -356,6 +356,19 @@ fn c_dlopen_dlclose_100_times_with_a_host_signal_handler() -> Outcome {
     Ok(())
 }
 
+/// Runs `binary <mode>` (a C test program called `program`): it must print `PASS <mode>` and
+/// exit 0; its output is shown.
+fn c_mode(binary: &Path, program: &str, mode: &str) -> Outcome {
+    c_toolchain()?;
+    let (code, out, err) = run(binary, &[mode]);
+    println!("{out}");
+    assert!(
+        code == 0 && out.contains(&format!("PASS {mode}")),
+        "{program} {mode}: exit {code}\nstdout:\n{out}\nstderr:\n{err}"
+    );
+    Ok(())
+}
+
 /// safepoint_test.c at -O0 (pointers in the frames) or -O2 (pointers in registers).
 fn safepoint_binary(optimized: bool) -> &'static Path {
     static O0: OnceLock<PathBuf> = OnceLock::new();
@@ -376,14 +389,7 @@ fn safepoint_binary(optimized: bool) -> &'static Path {
 }
 
 fn safepoint_mode(mode: &str, optimized: bool) -> Outcome {
-    c_toolchain()?;
-    let (code, out, err) = run(safepoint_binary(optimized), &[mode]);
-    println!("{out}");
-    assert!(
-        code == 0 && out.contains(&format!("PASS {mode}")),
-        "safepoint_test {mode}: exit {code}\nstdout:\n{out}\nstderr:\n{err}"
-    );
-    Ok(())
+    c_mode(safepoint_binary(optimized), "safepoint_test", mode)
 }
 
 fn c_stops_find_every_pointer_in_frames_at_o0() -> Outcome {
@@ -427,14 +433,7 @@ fn dcmd_binary() -> &'static Path {
 }
 
 fn dcmd_mode(mode: &str) -> Outcome {
-    c_toolchain()?;
-    let (code, out, err) = run(dcmd_binary(), &[mode]);
-    println!("{out}");
-    assert!(
-        code == 0 && out.contains(&format!("PASS {mode}")),
-        "dcmd_test {mode}: exit {code}\nstdout:\n{out}\nstderr:\n{err}"
-    );
-    Ok(())
+    c_mode(dcmd_binary(), "dcmd_test", mode)
 }
 
 fn c_diagnostic_commands_register_help_types_errors_release() -> Outcome {
@@ -470,14 +469,7 @@ fn collector_binary() -> &'static Path {
 }
 
 fn collector_mode(mode: &str) -> Outcome {
-    c_toolchain()?;
-    let (code, out, err) = run(collector_binary(), &[mode]);
-    println!("{out}");
-    assert!(
-        code == 0 && out.contains(&format!("PASS {mode}")),
-        "collector_test {mode}: exit {code}\nstdout:\n{out}\nstderr:\n{err}"
-    );
-    Ok(())
+    c_mode(collector_binary(), "collector_test", mode)
 }
 
 fn c_collectors_malloc_while_mutators_that_malloc_are_stopped() -> Outcome {
@@ -636,14 +628,7 @@ fn host_safety_binary() -> &'static Path {
 }
 
 fn host_safety(mode: &str) -> Outcome {
-    c_toolchain()?;
-    let (code, out, err) = run(host_safety_binary(), &[mode]);
-    println!("{out}");
-    assert!(
-        code == 0 && out.contains(&format!("PASS {mode}")),
-        "host_safety_test {mode}: exit {code}\nstdout:\n{out}\nstderr:\n{err}"
-    );
-    Ok(())
+    c_mode(host_safety_binary(), "host_safety_test", mode)
 }
 
 fn host_handlers_survive_vm_generations() -> Outcome {
