@@ -162,14 +162,14 @@ pub(crate) struct MemoryRegistry {
 
 impl MemoryRegistry {
     fn add(&self, m: &Arc<MemoryInner>) {
-        let mut list = self.memories.lock().unwrap_or_else(|p| p.into_inner());
+        let mut list = crate::safepoint::lock(&self.memories);
         list.retain(|w| w.strong_count() > 0);
         list.push(Arc::downgrade(m));
     }
 
     /// What NMT reports for the live memories.
     pub(crate) fn usage(&self) -> Vec<MemoryDetail> {
-        let list = self.memories.lock().unwrap_or_else(|p| p.into_inner());
+        let list = crate::safepoint::lock(&self.memories);
         list.iter()
             .filter_map(Weak::upgrade)
             .map(|m| {

@@ -10,10 +10,10 @@ use crate::{MemoryRequest, Vm, VmMemory};
 pub struct RtvmMemory(std::sync::Mutex<VmMemory>);
 
 impl RtvmMemory {
-    fn lock(&self) -> std::sync::MutexGuard<'_, VmMemory> {
+    fn lock(&self) -> crate::safepoint::Locked<'_, VmMemory> {
         // A panic while growing cannot leave the memory inconsistent (a growth publishes its
         // size last): the lock's poison is ignored.
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
+        crate::safepoint::lock(&self.0)
     }
 }
 

@@ -34,7 +34,7 @@
 //! describe the space before or after a shrink, never between.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 
 /// Set in the end word once a claim failed for want of room with less than [`TIGHT_ROOM`]
 /// left (until the end is raised):
@@ -225,9 +225,9 @@ impl BumpSpace {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Free> {
+    fn lock(&self) -> crate::safepoint::Locked<'_, Free> {
         // Guards plain data that every step leaves consistent: a poisoned lock is usable.
-        self.free.lock().unwrap_or_else(|p| p.into_inner())
+        crate::safepoint::lock(&self.free)
     }
 
     /// The committed end (published: what lies below was made usable before it was stored;

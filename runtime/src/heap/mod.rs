@@ -322,27 +322,21 @@ impl Heap {
                 Some(Arc::clone(&self.pretouch_limit)),
             );
             log::info!(target: "gc+heap", "Background pretouch started: {} on {} workers", format_exact_size(len as u64), bg.workers());
-            *self.background.lock().unwrap_or_else(|p| p.into_inner()) = Some(bg);
+            *crate::safepoint::lock(&self.background) = Some(bg);
             return Ok(());
         }
         if plan.background {
             log::info!(target: "gc+heap", "BackgroundPreTouch needs a worker thread (ParallelGCThreads=0): pretouching synchronously");
         }
         let report = pretouch::run(&self.target, 0..len, Some(gang))?;
-        *self
-            .initial_report
-            .lock()
-            .unwrap_or_else(|p| p.into_inner()) = Some(report);
+        *crate::safepoint::lock(&self.initial_report) = Some(report);
         Ok(())
     }
 
     /// What the synchronous initial pretouch did (`None` without `AlwaysPreTouch`, or while
     /// a background pretouch runs: see [`wait_for_pretouch`](Heap::wait_for_pretouch)).
     pub fn initial_pretouch(&self) -> Option<PretouchReport> {
-        *self
-            .initial_report
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        *crate::safepoint::lock(&self.initial_report)
     }
 
     /// Holds the background pretouch: its workers stop before their next chunk until the
@@ -371,7 +365,7 @@ impl Heap {
 
     /// Whether a background pretouch is still running.
     pub fn background_pretouch_running(&self) -> bool {
-        let bg = self.background.lock().unwrap_or_else(|p| p.into_inner());
+        let bg = crate::safepoint::lock(&self.background);
         bg.as_ref().is_some_and(|b| !b.is_done())
     }
 
@@ -380,22 +374,13 @@ impl Heap {
     /// (or the VM shuts down): this waits for the pretouch itself. While it waits the
     /// pretouch still counts as running.
     pub fn wait_for_pretouch(&self) -> Result<Option<PretouchReport>, HeapError> {
-        let bg = self
-            .background
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let bg = crate::safepoint::lock(&self.background).clone();
         let Some(bg) = bg else {
             return Ok(None);
         };
         let outcome = bg.wait();
         // The first waiter to come back reports it.
-        match self
-            .background
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-        {
+        match crate::safepoint::lock(&self.background).take() {
             Some(_) => Ok(Some(outcome?)),
             None => Ok(None),
         }
@@ -405,7 +390,7 @@ impl Heap {
     /// (a test tool: the handshake of the background-pretouch tests).
     #[cfg(feature = "testing")]
     pub fn pretouch_progress(&self) -> Option<(usize, usize)> {
-        let bg = self.background.lock().unwrap_or_else(|p| p.into_inner());
+        let bg = crate::safepoint::lock(&self.background);
         bg.as_ref().map(Background::progress)
     }
 
@@ -534,7 +519,7 @@ impl Heap {
     /// Runs `f` with the nursery: allocations made through the [`Nursery`] live until `f`
     /// returns, then the nursery is empty again. One nursery scope at a time.
     pub fn with_nursery<R>(&self, f: impl FnOnce(&Nursery<'_>) -> R) -> R {
-        let _scope = self.nursery.lock().unwrap_or_else(|p| p.into_inner());
+        let _scope = crate::safepoint::lock(&self.nursery);
         let nursery = Nursery::new(self, self.policy.nursery);
         let r = f(&nursery);
         let used = nursery.used();

@@ -20,7 +20,7 @@ impl Heap {
     /// Allocation goes on meanwhile (the system calls run outside the allocator's lock).
     pub(crate) fn expand(&self, bytes: usize, gang: &WorkerGang) -> Result<usize, HeapError> {
         let page = self.page_size;
-        let _resize = self.resize.lock().unwrap_or_else(|p| p.into_inner());
+        let _resize = crate::safepoint::lock(&self.resize);
         let old = self.space.end();
         let available = self.policy.max - old;
         let grow = bytes
@@ -100,7 +100,7 @@ impl Heap {
         if new_end < self.policy.min {
             return Err(refuse(format!("MinHeapSize is {} bytes", self.policy.min)));
         }
-        let _resize = self.resize.lock().unwrap_or_else(|p| p.into_inner());
+        let _resize = crate::safepoint::lock(&self.resize);
         let mut retries = 0;
         let (old, new) = loop {
             match self.space.lower_end(new_end) {

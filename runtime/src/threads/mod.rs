@@ -327,9 +327,7 @@ impl ThreadInfo {
 
     /// Whether the guard zone is protected.
     pub fn guard_installed(&self) -> bool {
-        self.os
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        crate::safepoint::lock(&self.os)
             .as_ref()
             .and_then(OsThread::stack)
             .is_some_and(StackMapping::guard_installed)
@@ -344,7 +342,7 @@ impl ThreadInfo {
             return rtvm_os_linux::procfs::present_pages(m.start, m.end)
                 .map_or(0, |p| p * base_page_size());
         }
-        let os = self.os.lock().unwrap_or_else(|p| p.into_inner());
+        let os = crate::safepoint::lock(&self.os);
         os.as_ref()
             .and_then(OsThread::stack)
             .and_then(|s| s.resident_bytes().ok())
@@ -355,7 +353,7 @@ impl ThreadInfo {
     /// do to them, now. A test tool: it reaches into the neighbouring mappings.
     #[cfg(feature = "testing")]
     pub fn collapse_stack(&self) -> Result<(), OsError> {
-        let os = self.os.lock().unwrap_or_else(|p| p.into_inner());
+        let os = crate::safepoint::lock(&self.os);
         match os.as_ref().and_then(OsThread::stack) {
             Some(s) => s.collapse(self.huge_page),
             None => Err(OsError {
@@ -532,16 +530,13 @@ pub(crate) fn join_info(registry: &Registry, info: &ThreadInfo) -> Result<(), Th
     // thread is gone, so once joined the outcome is there — one wait, not one for the hook
     // and then one for the thread's exit. The OsThread stays in its slot meanwhile (thread
     // dumps and NMT still see the stack).
-    let joiner = info
-        .os
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
+    let joiner = crate::safepoint::lock(&info.os)
         .as_mut()
         .and_then(OsThread::take_joiner);
     match joiner {
         Some(joiner) => {
             if let Some(joined) = joiner.join() {
-                let os = info.os.lock().unwrap_or_else(|p| p.into_inner()).take();
+                let os = crate::safepoint::lock(&info.os).take();
                 if let Some(stack) = os.and_then(|os| os.into_stack(joined)) {
                     let in_use_from = info.lock().exit_sp;
                     registry.stack_cache().put(stack, in_use_from);

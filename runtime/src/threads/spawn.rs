@@ -214,7 +214,7 @@ pub(crate) fn spawn<F: FnOnce() + Send + 'static>(
     };
     // Held while the OS thread is created, so a joiner that finds the thread finished waits
     // for its OsThread to be stored here.
-    let mut os_slot = info.os.lock().unwrap_or_else(|p| p.into_inner());
+    let mut os_slot = crate::safepoint::lock(&info.os);
     let os = match os_thread::spawn(mapping, entry, Some(on_exit)) {
         Ok(os) => os,
         Err(e) => {
