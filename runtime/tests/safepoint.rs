@@ -287,7 +287,9 @@ fn every_stop_finds_every_pointer_and_freezes_the_counters() {
             let expected: &[StopHow] = match kinds[k] {
                 Polls => &[StopHow::Poll, StopHow::Signal],
                 NeverPolls | InRegisterOnly => &[StopHow::Signal],
-                BlockedRead => &[StopHow::SafeRegion],
+                // Between two reads it runs its own loop: on a loaded machine a stop may find
+                // it there, past the grace period, and signal it.
+                BlockedRead => &[StopHow::SafeRegion, StopHow::Signal],
             };
             assert!(expected.contains(&t.how()), "{}: {:?}", t.name(), t.how());
             *hows.entry(t.how()).or_insert(0) += 1;
@@ -346,6 +348,10 @@ fn every_stop_finds_every_pointer_and_freezes_the_counters() {
     assert!(
         hows.get(&StopHow::Poll).is_some_and(|&n| n > 0),
         "polling threads stop at their polls: {hows:?}"
+    );
+    assert!(
+        hows.get(&StopHow::SafeRegion).is_some_and(|&n| n > 0),
+        "blocked readers are found in their safe regions: {hows:?}"
     );
     println!("50 stops of 8 mutators: every pointer found ((kind, in stack, in registers) -> count: {seen:?}; stopped by {hows:?})");
     println!("CHILD OK");

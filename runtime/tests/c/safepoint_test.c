@@ -216,7 +216,10 @@ static void check_world(void *ctx, const rtvm_stopped_thread *ts, size_t n) {
             EXPECT(t->how == RTVM_STOPPED_SIGNAL, "%s: how %d", t->name, t->how);
             break;
         case BLOCKED_READ:
-            EXPECT(t->how == RTVM_STOPPED_SAFE_REGION, "%s: how %d", t->name, t->how);
+            /* Between two reads it runs its own loop: on a loaded machine a stop may find it
+             * there past the grace period and signal it. */
+            EXPECT(t->how == RTVM_STOPPED_SAFE_REGION || t->how == RTVM_STOPPED_SIGNAL, "%s: how %d",
+                   t->name, t->how);
             break;
         }
         EXPECT(in_stack || (t->how == RTVM_STOPPED_SAFE_REGION && in_regs),
@@ -254,6 +257,7 @@ static void mode_world(const char *extra) {
     }
     EXPECT(c.calls == 200, "the callback ran %zu times", c.calls);
     EXPECT(c.by_poll > 0, "no polling thread stopped at its poll");
+    EXPECT(c.by_region > 0, "no blocked reader was found in its safe region");
     /* Everything moves again after the stops. */
     uint64_t after[N_WORLD];
     for (size_t k = 0; k < N_WORLD; k++) after[k] = atomic_load(&ms[k].counter);
