@@ -168,7 +168,8 @@ define_flags! {
         "Thread stack size (in Kbytes) of application threads; 0 uses the system default (RLIMIT_STACK)")
         range(0, pd::MAX_STACK_SIZE_K);
     product(uint, TrimNativeHeapInterval, 0,
-        "Interval, in ms, at which the JVM will trim the native heap if the platform supports that. Lower values will reclaim memory more eagerly at the cost of higher overhead. A value of 0 (default) disables native heap trimming.");
+        "Interval, in ms, at which the JVM will trim the native heap if the platform supports that. Lower values will reclaim memory more eagerly at the cost of higher overhead. A value of 0 (default) disables native heap trimming.")
+        range(0, u32::MAX);
     diagnostic(bool, UnlockDiagnosticVMOptions, false,
         "Enable normal processing of flags relating to field diagnostics");
     experimental(bool, UnlockExperimentalVMOptions, false,

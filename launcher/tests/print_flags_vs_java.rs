@@ -1,12 +1,17 @@
 //! `rtvm -XX:+PrintFlagsFinal -version` and `java -XX:+PrintFlagsFinal -version` agree, for
-//! the flags both have, in type column, value formatting and brace layout.
+//! the flags both have, in type column, value formatting and brace layout; and
+//! `-XX:+PrintFlagsRanges` (alone, and with `-XX:+PrintFlagsFinal`) prints the same range for
+//! every flag both have.
 
 use std::collections::BTreeMap;
 use std::process::Command;
 
 use rtvm_testkit::{require_tool, Outcome};
 
-rtvm_testkit::tests!(print_flags_final_agrees_with_java);
+rtvm_testkit::tests!(
+    print_flags_final_agrees_with_java,
+    print_flags_ranges_agree_with_java
+);
 
 #[derive(Debug)]
 struct Line {
@@ -161,6 +166,64 @@ fn print_flags_final_agrees_with_java() -> Outcome {
             (&rtvm[name].value, &rtvm[name].origin),
             (&java[name].value, &java[name].origin),
             "{name}: value and origin"
+        );
+    }
+    Ok(())
+}
+
+/// The `[ min ... max ]` column of each flag `-XX:+PrintFlagsRanges` lists, whitespace
+/// collapsed (a flag without a range prints `[ ... ]`).
+fn ranges_of(program: &str, with_final: bool) -> Option<BTreeMap<String, String>> {
+    let mut c = Command::new(program);
+    c.args([
+        "-XX:+UnlockDiagnosticVMOptions",
+        "-XX:+UnlockExperimentalVMOptions",
+    ]);
+    if with_final {
+        c.arg("-XX:+PrintFlagsFinal");
+    }
+    let out = c
+        .args(["-XX:+PrintFlagsRanges", "-version"])
+        .env_remove("RTVM_OPTIONS")
+        .env_remove("JAVA_TOOL_OPTIONS")
+        .env_remove("_JAVA_OPTIONS")
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut ranges = BTreeMap::new();
+    for l in text
+        .lines()
+        .filter(|l| l.contains(" [ ") && l.contains(" ]"))
+    {
+        let name = l.get(10..)?.split_whitespace().next()?.to_owned();
+        let range = &l[l.find('[')?..=l.find(']')?];
+        ranges.insert(name, range.split_whitespace().collect::<Vec<_>>().join(" "));
+    }
+    out.status.success().then_some(ranges)
+}
+
+fn print_flags_ranges_agree_with_java() -> Outcome {
+    require_tool("java", java_runs())?;
+    for with_final in [false, true] {
+        let java = ranges_of("java", with_final).expect("java -XX:+PrintFlagsRanges -version");
+        let rtvm = ranges_of(env!("CARGO_BIN_EXE_rtvm"), with_final)
+            .expect("rtvm -XX:+PrintFlagsRanges -version");
+        let common: Vec<&String> = rtvm.keys().filter(|k| java.contains_key(*k)).collect();
+        assert!(common.len() >= 20, "too few flags in common: {common:?}");
+        for name in &common {
+            assert_eq!(
+                rtvm[*name], java[*name],
+                "{name}: range (with PrintFlagsFinal: {with_final})"
+            );
+        }
+        println!(
+            "-XX:+PrintFlagsRanges{}: {} flags, ranges as java's",
+            if with_final {
+                " -XX:+PrintFlagsFinal"
+            } else {
+                ""
+            },
+            common.len()
         );
     }
     Ok(())

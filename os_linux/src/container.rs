@@ -929,9 +929,8 @@ mod tests {
         assert_eq!((c.memory_limit, c.cpu_quota, c.processors), (None, None, 2));
         let t = texts(&c);
         assert!(
-            t.iter()
-                .any(|l| l.starts_with("Open of file ")
-                    && l.ends_with("cpu.max failed, No such file or directory")),
+            t.iter().any(|l| l.starts_with("Open of file ")
+                && l.ends_with("cpu.max failed, No such file or directory")),
             "{t:#?}"
         );
         assert!(
