@@ -1,7 +1,8 @@
 //! `rtvm -XX:+PrintFlagsFinal -version` and `java -XX:+PrintFlagsFinal -version` agree, for
 //! the flags both have, in type column, value formatting and brace layout; and
 //! `-XX:+PrintFlagsRanges` (alone, and with `-XX:+PrintFlagsFinal`) prints the same range for
-//! every flag both have.
+//! every flag both have. Every flag of rtvm's table that java lacks is named in the README's
+//! complete list of deliberate differences.
 
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -10,7 +11,8 @@ use rtvm_testkit::{require_tool, Outcome};
 
 rtvm_testkit::tests!(
     print_flags_final_agrees_with_java,
-    print_flags_ranges_agree_with_java
+    print_flags_ranges_agree_with_java,
+    readme_names_every_flag_java_lacks
 );
 
 #[derive(Debug)]
@@ -226,5 +228,57 @@ fn print_flags_ranges_agree_with_java() -> Outcome {
             common.len()
         );
     }
+    Ok(())
+}
+
+/// The names java 17 knows (diagnostic and experimental flags unlocked).
+fn java_flag_names() -> Option<std::collections::BTreeSet<String>> {
+    let out = Command::new("java")
+        .args([
+            "-XX:+UnlockDiagnosticVMOptions",
+            "-XX:+UnlockExperimentalVMOptions",
+            "-XX:+PrintFlagsFinal",
+            "-version",
+        ])
+        .env_remove("JAVA_TOOL_OPTIONS")
+        .env_remove("_JAVA_OPTIONS")
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let names = text
+        .lines()
+        .filter(|l| l.ends_with('}'))
+        .filter_map(|l| l.split_whitespace().nth(1).map(str::to_owned))
+        .collect();
+    out.status.success().then_some(names)
+}
+
+fn readme_names_every_flag_java_lacks() -> Outcome {
+    require_tool("java", java_runs())?;
+    let java = java_flag_names().expect("java -XX:+PrintFlagsFinal -version");
+    assert!(java.len() > 500, "java listed only {} flags", java.len());
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
+        .expect("README.md");
+    let start = readme
+        .find("differs from HotSpot 17 (the complete list):")
+        .expect("README.md has the complete list of deliberate differences");
+    let list = &readme[start..];
+    let list = &list[..list.find("\n## ").unwrap_or(list.len())];
+    // Every flag of the table, as the program lists them with both unlock options.
+    let rtvm = flags_of(env!("CARGO_BIN_EXE_rtvm")).expect("rtvm -XX:+PrintFlagsFinal -version");
+    let own: Vec<&str> = rtvm
+        .keys()
+        .map(String::as_str)
+        .filter(|n| !java.contains(*n))
+        .collect();
+    assert!(!own.is_empty(), "rtvm has flags java lacks");
+    for name in &own {
+        assert!(
+            list.contains(&format!("`{name}`")),
+            "{name} is rtvm's own (java 17 does not know it) but README.md's complete list of \
+             deliberate differences does not name it"
+        );
+    }
+    println!("README.md's list of differences names every rtvm-only flag: {own:?}");
     Ok(())
 }
