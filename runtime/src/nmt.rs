@@ -7,12 +7,21 @@
 //! * **Other** — the C allocator's memory (glibc `mallinfo2`, process-wide).
 //!
 //! `detail` adds HotSpot's `Virtual memory map:` (every reservation with its committed part)
-//! and `Details:` (the sites that reserved memory) sections. Figures print in bytes, as
+//! and `Details:` (the sites that reserved memory) sections.
+//!
+//! Every byte counted appears in every report that breaks it down, as in java: a category is
+//! the sum of its sub-lines (the Thread category's stacks of ended threads kept for reuse
+//! have a `stack cache` line of their own, in `summary` and `summary.diff` alike), the
+//! virtual memory map lists every reservation the `mmap:` total counts (cached stacks
+//! included), and the `Details:` sites add up to it. Figures print in bytes, as
 //! `-XX:+PrintNMTStatistics` prints them at exit, or in a scale ([`NmtScale`]) as `jcmd
 //! VM.native_memory summary scale=KB` does: rounded to the nearest unit, suffixed `KB`, `MB`
 //! or `GB`.
 
 use std::fmt::Write as _;
+
+/// The `Details:` site of the cached stacks.
+const CACHE_SITE: &str = "rtvm thread stack cache: stacks of ended threads kept for reuse";
 
 /// Reserved and committed bytes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -145,29 +154,37 @@ pub struct NmtSummary {
     pub stack_cache: (usize, Usage),
     /// The C allocator (`None` if it cannot say).
     pub malloc: Option<Usage>,
+    /// Whether this is a `detail` summary (the virtual memory map and the sites follow).
+    pub detail: bool,
     /// Per-stack lines (`detail` only).
     pub stack_details: Vec<StackDetail>,
+    /// The cached stacks, one line each (`detail` only; their names are empty).
+    pub stack_cache_details: Vec<StackDetail>,
     /// Embedder memories, each counted in its category.
     pub memories: Vec<MemoryDetail>,
 }
 
 impl NmtSummary {
     /// The summary of what the VM measured: the heap's figures, every live thread's stack
-    /// (name, mapping, resident bytes) and every embedder memory, plus the C allocator's
-    /// figures read now. `detail` keeps the per-stack lines.
+    /// (name, mapping, resident bytes), every stack in the cache and every embedder memory,
+    /// plus the C allocator's figures read now. `detail` keeps the per-stack lines.
     pub(crate) fn collect(
         heap: Usage,
         heap_range: std::ops::Range<usize>,
         heap_pages: &str,
         stacks: Vec<StackDetail>,
-        stack_cache: (usize, Usage),
+        cached: Vec<StackDetail>,
         memories: Vec<MemoryDetail>,
         detail: bool,
     ) -> NmtSummary {
-        let stack_usage = stacks.iter().fold(Usage::default(), |u, d| Usage {
-            reserved: u.reserved + (d.end - d.start) as u64,
-            committed: u.committed + d.committed,
-        });
+        let usage = |list: &[StackDetail]| {
+            list.iter().fold(Usage::default(), |u, d| Usage {
+                reserved: u.reserved + (d.end - d.start) as u64,
+                committed: u.committed + d.committed,
+            })
+        };
+        let stack_usage = usage(&stacks);
+        let stack_cache = (cached.len(), usage(&cached));
         let malloc = rtvm_os_linux::system::malloc_stats().map(|m| Usage {
             reserved: m.reserved,
             committed: m.in_use,
@@ -180,7 +197,9 @@ impl NmtSummary {
             stacks: stack_usage,
             stack_cache,
             malloc,
+            detail,
             stack_details: if detail { stacks } else { Vec::new() },
+            stack_cache_details: if detail { cached } else { Vec::new() },
             memories,
         }
     }
@@ -331,7 +350,7 @@ impl NmtSummary {
             sub(&mut s, &format!("(malloc={})", amount(m.committed)));
             let _ = writeln!(s, " ");
         }
-        if !self.stack_details.is_empty() {
+        if self.detail {
             self.write_detail(&mut s, scale);
         }
         s
@@ -407,6 +426,19 @@ impl NmtSummary {
             &mut s,
             &format!("(stack: {})", usage(self.stacks, base.stacks)),
         );
+        let ((cached, c), (cached_then, c_then)) = (self.stack_cache, base.stack_cache);
+        if cached > 0 || cached_then > 0 {
+            let count = cached as i64 - cached_then as i64;
+            let count = if count == 0 {
+                String::new()
+            } else {
+                format!(" {count:+}")
+            };
+            sub(
+                &mut s,
+                &format!("(stack cache: #{cached}{count}, {})", usage(c, c_then)),
+            );
+        }
         let _ = writeln!(s, " ");
         let then_memories = base.memory_categories();
         let mut names: Vec<String> = self
@@ -482,6 +514,15 @@ impl NmtSummary {
             self.stacks,
             base.stacks,
         );
+        if self.stack_cache.0 > 0 || base.stack_cache.0 > 0 {
+            site(
+                &mut s,
+                CACHE_SITE,
+                "Thread Stack",
+                self.stack_cache.1,
+                base.stack_cache.1,
+            );
+        }
         let then = base.memory_categories();
         for (name, u) in self.memory_categories() {
             let b = then
@@ -548,6 +589,11 @@ impl NmtSummary {
             let what = format!("Thread Stack \"{}\"", d.name);
             region(s, (d.start, d.end), &what, (lo, d.end));
         }
+        for d in &self.stack_cache_details {
+            // What a cached stack keeps resident is at its top, where the next thread starts.
+            let lo = d.end.saturating_sub(d.committed as usize).max(d.start);
+            region(s, (d.start, d.end), "Thread Stack (cached)", (lo, d.end));
+        }
         for m in &self.memories {
             // An embedder memory commits from its base up.
             let hi = m.start + m.committed as usize;
@@ -577,6 +623,18 @@ impl NmtSummary {
             amount(self.stacks.committed)
         );
         let _ = writeln!(s);
+        let (cached, c) = self.stack_cache;
+        if cached > 0 {
+            let _ = writeln!(s, "[{CACHE_SITE}]");
+            let _ = writeln!(
+                s,
+                "{:29}(reserved={}, committed={} Type=Thread Stack)",
+                "",
+                amount(c.reserved),
+                amount(c.committed)
+            );
+            let _ = writeln!(s);
+        }
         for (name, u) in self.memory_categories() {
             let _ = writeln!(s, "[rtvm embedder memory: VmHandle::reserve_memory]");
             let _ = writeln!(
@@ -614,7 +672,9 @@ mod tests {
                 reserved: 9000000,
                 committed: 7262639,
             }),
+            detail: false,
             stack_details: vec![],
+            stack_cache_details: vec![],
         }
     }
 
@@ -694,6 +754,7 @@ mod tests {
     #[test]
     fn detail_sections() {
         let mut n = sample();
+        n.detail = true;
         n.stack_details.push(StackDetail {
             name: "main".into(),
             start: 0x1000_0000,
@@ -715,5 +776,78 @@ mod tests {
             r.contains("(reserved=6320816128, committed=406847488 Type=Java Heap)"),
             "{r}"
         );
+    }
+
+    /// A summary with two cached stacks of 1 MiB, 8 KiB resident each.
+    fn with_cache() -> NmtSummary {
+        let cached: Vec<StackDetail> = (0..2)
+            .map(|i| StackDetail {
+                name: String::new(),
+                start: 0x2000_0000 + i * 0x10_0000,
+                end: 0x2010_0000 + i * 0x10_0000,
+                committed: 8192,
+            })
+            .collect();
+        let mut n = sample();
+        n.detail = true;
+        n.stack_cache = (
+            2,
+            Usage {
+                reserved: 2 << 20,
+                committed: 16384,
+            },
+        );
+        n.stack_cache_details = cached;
+        n
+    }
+
+    #[test]
+    fn the_stack_cache_in_every_breakdown() {
+        let base = sample();
+        let now = with_cache();
+        let thread = now.thread_usage();
+        assert_eq!(
+            thread.reserved,
+            now.stacks.reserved + (2 << 20),
+            "Thread = stack + cache"
+        );
+        let d = now.diff_report(&base, NmtScale::Bytes);
+        assert!(
+            d.contains(&format!(
+                "Thread (reserved={} +2097152, committed={} +16384)\n",
+                thread.reserved, thread.committed
+            )),
+            "{d}"
+        );
+        assert!(
+            d.contains("\n                            (stack cache: #2 +2, reserved=2097152 +2097152, committed=16384 +16384)\n"),
+            "{d}"
+        );
+        // Unchanged: no deltas; emptied: the line stays, with the change.
+        let same = now.diff_report(&now, NmtScale::Bytes);
+        assert!(
+            same.contains("(stack cache: #2, reserved=2097152, committed=16384)\n"),
+            "{same}"
+        );
+        let emptied = base.diff_report(&now, NmtScale::Bytes);
+        assert!(
+            emptied.contains("(stack cache: #0 -2, reserved=0 -2097152, committed=0 -16384)\n"),
+            "{emptied}"
+        );
+        assert!(!base
+            .diff_report(&base, NmtScale::Bytes)
+            .contains("stack cache"));
+        // detail: each cached stack in the map, its resident part at the top; its own site.
+        let r = now.report();
+        assert!(r.contains("[0x0000000020100000 - 0x0000000020200000] reserved 1048576 for Thread Stack (cached)\n\t[0x00000000201fe000 - 0x0000000020200000] committed 8192\n"), "{r}");
+        assert!(
+            r.contains(&format!(
+                "[{CACHE_SITE}]\n{:29}(reserved=2097152, committed=16384 Type=Thread Stack)\n",
+                ""
+            )),
+            "{r}"
+        );
+        let dd = now.detail_diff_report(&base, NmtScale::Bytes);
+        assert!(dd.contains(&format!("[{CACHE_SITE}]\n{:29}(mmap: reserved=2097152 +2097152, committed=16384 +16384 Type=Thread Stack)\n", "")), "{dd}");
     }
 }

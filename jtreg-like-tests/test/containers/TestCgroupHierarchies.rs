@@ -126,7 +126,7 @@ fn cases() -> Vec<Case> {
     let mut dir = v1("v1 limit file is a directory", &[("memory.limit_in_bytes", None)]);
     dir.files.push(("memory/box/memory.limit_in_bytes/x".into(), b"1\n".to_vec()));
     c.push(dir);
-    let mut dir = v2("v2 limit files are directories", "/", &[("memory.max/x", b"1\n"), ("cpu.max/x", b"1\n")]);
+    let dir = v2("v2 limit files are directories", "/", &[("memory.max/x", b"1\n"), ("cpu.max/x", b"1\n")]);
     c.push(dir);
     let mut ap = v2("v2 with -XX:ActiveProcessorCount=1", "/", &[("memory.max", b"536870912\n"), ("cpu.max", b"150000 100000\n")]);
     ap.options = &["-XX:ActiveProcessorCount=1"];

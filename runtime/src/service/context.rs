@@ -67,19 +67,24 @@ impl Context {
             reserved: heap.stats().reserved as u64,
             committed: heap.os_committed() as u64,
         };
-        let cache = self.registry.stack_cache().usage();
+        let cached = self
+            .registry
+            .stack_cache()
+            .mappings()
+            .into_iter()
+            .map(|(mapping, resident)| StackDetail {
+                name: String::new(),
+                start: mapping.start,
+                end: mapping.end,
+                committed: resident as u64,
+            })
+            .collect();
         Some(NmtSummary::collect(
             usage,
             heap.range(),
             heap.page_description(),
             stacks,
-            (
-                cache.stacks,
-                Usage {
-                    reserved: cache.reserved as u64,
-                    committed: cache.resident as u64,
-                },
-            ),
+            cached,
             self.memories.usage(),
             mode == "detail",
         ))
