@@ -109,6 +109,16 @@ fn default_quit(program: &str, args: &[String]) -> Command {
 impl Target {
     /// The test VM running test `main` in its `target` mode, with `options` first.
     pub fn rtvm(main: &str, options: &[&str], idle: usize) -> Result<Target, TestFailure> {
+        Self::rtvm_with_args(main, options, idle, &[])
+    }
+
+    /// [`Target::rtvm`] with more arguments after the target's own (which it ignores).
+    pub fn rtvm_with_args(
+        main: &str,
+        options: &[&str],
+        idle: usize,
+        extra: &[String],
+    ) -> Result<Target, TestFailure> {
         let dir = scratch("rtvm")?;
         let mut args: Vec<String> = options.iter().map(|s| s.to_string()).collect();
         args.extend([
@@ -117,11 +127,21 @@ impl Target {
             dir.display().to_string(),
             idle.to_string(),
         ]);
+        args.extend_from_slice(extra);
         Self::start(default_quit(&crate::testlib::test_vm(), &args), dir)
     }
 
     /// `java` running the same program, with `options` first.
     pub fn java(options: &[&str], idle: usize) -> Result<Target, TestFailure> {
+        Self::java_with_args(options, idle, &[])
+    }
+
+    /// [`Target::java`] with more arguments after the program's own (which it ignores).
+    pub fn java_with_args(
+        options: &[&str],
+        idle: usize,
+        extra: &[String],
+    ) -> Result<Target, TestFailure> {
         let dir = scratch("java")?;
         let classes = dir.join("classes");
         std::fs::create_dir_all(&classes).map_err(|e| TestFailure(e.to_string()))?;
@@ -144,6 +164,7 @@ impl Target {
             dir.display().to_string(),
             idle.to_string(),
         ]);
+        args.extend_from_slice(extra);
         Self::start(default_quit("java", &args), dir)
     }
 
