@@ -134,8 +134,9 @@ pub fn user_directory() -> PathBuf {
     ))
 }
 
-/// The directory, made if missing (mode 0755), refused unless it is a real directory of the
-/// effective user's that group and others cannot write (HotSpot's `is_directory_secure`).
+/// The directory, made if missing (mode 0755), refused unless it is a real directory that
+/// group and others cannot write, owned by the effective user — any owner will do for root
+/// (HotSpot's `is_directory_secure`).
 fn secure_directory(dir: &Path) -> io::Result<()> {
     match fs::DirBuilder::new().mode(0o755).create(dir) {
         Ok(()) => {}
@@ -146,7 +147,7 @@ fn secure_directory(dir: &Path) -> io::Result<()> {
     let (uid, _) = crate::attach::effective_ids();
     let insecure = if !m.file_type().is_dir() {
         Some("is not a directory")
-    } else if m.uid() != uid {
+    } else if uid != 0 && m.uid() != uid {
         Some("is not owned by the effective user")
     } else if m.mode() & 0o022 != 0 {
         Some("is writable by group or others")
