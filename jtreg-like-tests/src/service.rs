@@ -80,6 +80,25 @@ public class Target {
 }
 "#;
 
+/// Compiles the Java target program into `<dir>/classes` (returned): `java -cp <it>
+/// Target <dir> <n>` runs it.
+pub fn java_target_classes(dir: &Path) -> Result<PathBuf, TestFailure> {
+    let classes = dir.join("classes");
+    std::fs::create_dir_all(&classes).map_err(|e| TestFailure(e.to_string()))?;
+    let source = classes.join("Target.java");
+    std::fs::write(&source, JAVA_TARGET).map_err(|e| TestFailure(e.to_string()))?;
+    let javac = tool(
+        "javac",
+        &[
+            "-d",
+            &classes.display().to_string(),
+            &source.display().to_string(),
+        ],
+    )?;
+    javac.should_have_exit_value(0)?;
+    Ok(classes)
+}
+
 /// A running target.
 #[derive(Debug)]
 pub struct Target {
@@ -143,19 +162,7 @@ impl Target {
         extra: &[String],
     ) -> Result<Target, TestFailure> {
         let dir = scratch("java")?;
-        let classes = dir.join("classes");
-        std::fs::create_dir_all(&classes).map_err(|e| TestFailure(e.to_string()))?;
-        let source = classes.join("Target.java");
-        std::fs::write(&source, JAVA_TARGET).map_err(|e| TestFailure(e.to_string()))?;
-        let javac = tool(
-            "javac",
-            &[
-                "-d",
-                &classes.display().to_string(),
-                &source.display().to_string(),
-            ],
-        )?;
-        javac.should_have_exit_value(0)?;
+        let classes = java_target_classes(&dir)?;
         let mut args: Vec<String> = options.iter().map(|s| s.to_string()).collect();
         args.extend([
             "-cp".to_owned(),
