@@ -105,9 +105,14 @@ impl Listener {
         }
     }
 
+    /// Whether the socket is there (a tmp cleaner may have removed it).
+    pub(crate) fn socket_exists(&self) -> bool {
+        std::fs::symlink_metadata(socket_path()).is_ok()
+    }
+
     /// Makes the socket again if it has gone (the listener does it, between clients).
     pub(crate) fn ensure_socket(&self) {
-        if !socket_path().exists() {
+        if !self.socket_exists() {
             self.recreate.store(true, Ordering::Release);
             self.waker.wake();
         }

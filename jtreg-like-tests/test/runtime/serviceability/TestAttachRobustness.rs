@@ -2,8 +2,8 @@
  * @test
  * @bug 8225690
  * @summary The attach mechanism under abuse, with the JDK's own jcmd: kill -3 never kills
- *          (it prints a thread dump each time); a deleted socket is made again by the next
- *          jcmd; 20 concurrent jcmd clients are all answered; a client that connects and
+ *          (it prints a thread dump each time, as java does even with a stale trigger file
+ *          left while the listener runs); a deleted socket is made again by the next jcmd; 20 concurrent jcmd clients are all answered; a client that connects and
  *          never writes, and one that sends a 1100-byte command (closed without a reply:
  *          jcmd's "Premature EOF"), do not stop the next jcmd; a peer of another uid or gid
  *          is refused (jcmd as nobody, and a raw client of the VM's uid with another gid: as
@@ -102,6 +102,10 @@ pub fn main(vm: &Vm, args: &[String]) -> TestResult {
     check(socket(pid).exists(), || "the socket was not made again".into())?;
     println!("a deleted socket is made again by the next jcmd");
 
+    // A stale trigger file while the listener runs: kill -3 prints a dump all the same, as
+    // java's does (checked on java below). The dumps are counted at the end.
+    stale_trigger_quit(pid)?;
+
     let clients: Vec<_> = (0..20)
         .map(|_| std::thread::spawn(move || jcmd(pid, &["VM.uptime"])))
         .collect();
@@ -130,8 +134,17 @@ pub fn main(vm: &Vm, args: &[String]) -> TestResult {
     let out = ProcessTools::execute_within(as_nobody, Duration::from_secs(60))?;
     check(out.exit != 0, || format!("jcmd as nobody was answered: {out:?}"))?;
     uptime_ok(pid)?;
-    t.stop()?.should_have_exit_value(0)?;
+    let end = t.stop()?;
+    end.should_have_exit_value(0)?;
     check(!socket(pid).exists(), || "the socket outlived the VM".into())?;
+    let dumps = end.stdout.matches("Full thread dump rtvm 64-Bit VM").count();
+    check(dumps == 4, || format!("three kill -3 before the listener and one with a stale trigger file: {dumps} dumps"))?;
+    let java = Target::java(&["-Xmx32m"], 1)?;
+    uptime_ok(java.pid())?;
+    stale_trigger_quit(java.pid())?;
+    let java_end = java.stop()?;
+    check(java_end.stdout.contains("Full thread dump OpenJDK"), || format!("java printed no dump for kill -3 with a stale trigger file: {java_end:?}"))?;
+    println!("kill -3 with a stale trigger file and the listener running: a thread dump, as java prints one");
 
     // -XX:+DisableAttachMechanism.
     let t = Target::rtvm("TestAttachRobustness", &["-Xmx32m", "-XX:+DisableAttachMechanism"], 1)?;
@@ -193,6 +206,18 @@ fn nobody_test_vm(dir: &Path) -> Result<PathBuf, TestFailure> {
 fn logged(path: &Path, text: &str) -> Option<String> {
     let log = std::fs::read_to_string(path).ok()?;
     log.lines().find(|l| l.contains(text)).map(|l| l.rsplit_once("] ").map_or(l, |(_, m)| m).to_owned())
+}
+
+/// `kill -3` with a trigger file left in /tmp while the listener already runs; the
+/// listener still answers afterwards.
+fn stale_trigger_quit(pid: u32) -> TestResult {
+    let trigger = PathBuf::from(format!("/tmp/.attach_pid{pid}"));
+    std::fs::write(&trigger, b"").map_err(|e| TestFailure(format!("{}: {e}", trigger.display())))?;
+    kill(pid, "-QUIT")?;
+    std::thread::sleep(Duration::from_millis(500));
+    let _ = std::fs::remove_file(&trigger);
+    uptime_ok(pid)?;
+    Ok(())
 }
 
 /// A VM running as nobody (rtvm, then java), a raw client of its uid and another gid:
