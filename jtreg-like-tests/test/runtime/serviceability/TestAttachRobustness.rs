@@ -3,12 +3,14 @@
  * @bug 8225690
  * @summary The attach mechanism under abuse, with the JDK's own jcmd: kill -3 never kills
  *          (it prints a thread dump each time, as java does even with a stale trigger file
- *          left while the listener runs); a deleted socket is made again by the next jcmd; 20 concurrent jcmd clients are all answered; a client that connects and
- *          never writes, and one that sends a 1100-byte command (closed without a reply:
- *          jcmd's "Premature EOF"), do not stop the next jcmd; a peer of another uid or gid
- *          is refused (jcmd as nobody, and a raw client of the VM's uid with another gid: as
- *          java, logged at debug level only, nothing on stdout) and the VM keeps serving;
- *          -XX:+DisableAttachMechanism: a dump on SIGQUIT, jcmd
+ *          left while the listener runs); a deleted socket is made again by the next jcmd;
+ *          20 concurrent jcmd clients are all answered; eight clients that connect and stay
+ *          silent do not delay a ninth at all (it is answered while they are all connected);
+ *          a client that connects and never writes, and one that sends a 1100-byte command
+ *          (closed without a reply: jcmd's "Premature EOF"), do not stop the next jcmd; a
+ *          peer of another uid or gid is refused (jcmd as nobody, and a raw client of the
+ *          VM's uid with another gid: as java, logged at debug level only, nothing on stdout)
+ *          and the VM keeps serving; -XX:+DisableAttachMechanism: a dump on SIGQUIT, jcmd
  *          refused at once ("The VM does not support the attach mechanism"), never a socket;
  *          -Xrs: the socket exists from start-up and no SIGQUIT handler is installed; run
  *          from a work directory user nobody cannot reach, the VM as nobody runs a copy
@@ -117,6 +119,7 @@ pub fn main(vm: &Vm, args: &[String]) -> TestResult {
     }
     check(answered == 20, || format!("{answered} of 20 answered"))?;
     println!("20 concurrent jcmd clients answered");
+    silent_clients_delay_nobody(pid)?;
 
     // A client that connects and never writes; then one with a 1100-byte command.
     let silent = UnixStream::connect(socket(pid)).map_err(|e| TestFailure(e.to_string()))?;
@@ -206,6 +209,38 @@ fn nobody_test_vm(dir: &Path) -> Result<PathBuf, TestFailure> {
 fn logged(path: &Path, text: &str) -> Option<String> {
     let log = std::fs::read_to_string(path).ok()?;
     log.lines().find(|l| l.contains(text)).map(|l| l.rsplit_once("] ").map_or(l, |(_, m)| m).to_owned())
+}
+
+/// Eight clients that connect and stay silent, then a ninth with a whole request: it is
+/// answered while all eight are still connected (none of them is waited for), and they are
+/// dropped later, each at its own deadline. (HotSpot serves one client at a time and waits
+/// for a silent one for ever.)
+fn silent_clients_delay_nobody(pid: u32) -> TestResult {
+    let io = |e: std::io::Error| TestFailure(e.to_string());
+    let silent: Vec<UnixStream> = (0..8).map(|_| UnixStream::connect(socket(pid))).collect::<Result<_, _>>().map_err(io)?;
+    let start = Instant::now();
+    let mut good = UnixStream::connect(socket(pid)).map_err(io)?;
+    good.write_all(b"1\0jcmd\0VM.uptime\0\0\0").map_err(io)?;
+    good.set_read_timeout(Some(Duration::from_secs(30))).map_err(io)?;
+    let mut reply = String::new();
+    let _ = good.read_to_string(&mut reply);
+    let took = start.elapsed();
+    check(reply.starts_with("0\n") && reply.ends_with(" s\n"), || format!("the ninth client's reply: {reply:?} after {took:?}"))?;
+    for (i, mut c) in silent.iter().enumerate() {
+        c.set_nonblocking(true).map_err(io)?;
+        let mut b = [0u8; 1];
+        let open = matches!(c.read(&mut b), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock);
+        check(open, || format!("silent client {i} was dropped before the ninth client was answered (after {took:?}): it was waited for"))?;
+    }
+    for (i, mut c) in silent.into_iter().enumerate() {
+        c.set_nonblocking(false).map_err(io)?;
+        c.set_read_timeout(Some(Duration::from_secs(30))).map_err(io)?;
+        let mut b = [0u8; 1];
+        let dropped = matches!(c.read(&mut b), Ok(0));
+        check(dropped, || format!("silent client {i} was never dropped"))?;
+    }
+    println!("eight silent clients: a ninth answered in {took:?} while they were all still connected; each dropped at its deadline ({:?} after the start)", start.elapsed());
+    Ok(())
 }
 
 /// `kill -3` with a trigger file left in /tmp while the listener already runs; the
