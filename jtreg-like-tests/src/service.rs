@@ -4,8 +4,9 @@
 //! The target starts `n` idle threads named `Idle#<i>`, prints `TARGET READY`, and then
 //! watches its directory: a file `more` starts 50 more threads (`More#<i>`, then `MORE
 //! STARTED`), a file `stop` ends every thread and the process. Targets are started with
-//! `SIGQUIT` at its default action (`env --default-signal=QUIT`): a test runner may have it
-//! ignored, which would hide what the signal does.
+//! `SIGQUIT`, `SIGTERM`, `SIGINT` and `SIGHUP` at their default actions (`env
+//! --default-signal=...`): a test runner (a shell's background job) may have some ignored,
+//! which would hide what the signals do.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -121,7 +122,9 @@ fn scratch(tag: &str) -> Result<PathBuf, TestFailure> {
 
 fn default_quit(program: &str, args: &[String]) -> Command {
     let mut c = Command::new("env");
-    c.arg("--default-signal=QUIT").arg(program).args(args);
+    c.arg("--default-signal=QUIT,TERM,INT,HUP")
+        .arg(program)
+        .args(args);
     c
 }
 
@@ -207,6 +210,30 @@ impl Target {
         self.process
             .as_mut()
             .is_some_and(RunningProcess::is_running)
+    }
+
+    /// The running process and the directory it watches, for a test that ends it its own
+    /// way (the directory is the caller's to remove).
+    pub fn into_process(mut self) -> (RunningProcess, PathBuf) {
+        let p = self.process.take().expect("running");
+        (p, std::mem::take(&mut self.dir))
+    }
+
+    /// Sends `signal` (`"-TERM"`, as `kill` takes it) to the target and waits for it to end
+    /// (killing it after 30 s); returns its output and how it ended.
+    pub fn signal_and_finish(mut self, signal: &str) -> Result<OutputAnalyzer, TestFailure> {
+        let mut p = self.process.take().expect("running");
+        let mut kill = Command::new("kill");
+        kill.args([signal, &p.pid().to_string()]);
+        ProcessTools::execute(kill)?.should_have_exit_value(0)?;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while p.is_running() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if p.is_running() {
+            p.kill();
+        }
+        p.finish()
     }
 
     /// Ends the target (its threads end, the VM shuts down) and returns its output.

@@ -223,3 +223,60 @@ fn create_destroy_cycles_leave_nothing() {
     println!("100 cycles: {fds} descriptors, {threads} threads before and after");
     println!("CHILD OK");
 }
+
+/// A SIGHUP to an embedder with an exit hook (`InitArgs::exit_hook`): the hook is called on
+/// the Signal Dispatcher with java's status, 129, once the socket and the perf data are gone.
+#[test]
+fn sighup_calls_the_exit_hook_after_the_files_are_gone() {
+    use std::os::unix::process::ExitStatusExt;
+    if child_role().is_none() {
+        // SIGHUP at its default in the child, whatever this process inherited (nohup).
+        let out = std::process::Command::new("env")
+            .arg("--default-signal=HUP")
+            .arg(std::env::current_exe().unwrap())
+            .args([
+                "sighup_calls_the_exit_hook_after_the_files_are_gone",
+                "--exact",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(rtvm_testkit::child::CHILD_ROLE, "child")
+            .env_remove("RTVM_OPTIONS")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.code() == Some(129) && out.status.signal().is_none(),
+            "{}",
+            describe(&out)
+        );
+        assert!(
+            text.contains("EXIT HOOK 129 on \"Signal Dispatch\": socket false, perf data false"),
+            "{}",
+            describe(&out)
+        );
+        return;
+    }
+    let vm = Vm::create(
+        InitArgs::new(["-Xmx32m", "-XX:+StartAttachListener"]).exit_hook(|status| {
+            let name = std::fs::read_to_string("/proc/thread-self/comm").unwrap_or_default();
+            let name = name.trim();
+            println!(
+                "EXIT HOOK {status} on {name:?}: socket {}, perf data {}",
+                socket().exists(),
+                perf_file().exists()
+            );
+            std::process::exit(status);
+        }),
+    )
+    .unwrap();
+    assert!(socket().exists() && perf_file().exists());
+    assert!(!signal_ignored(1), "SIGHUP is ignored in the child");
+    std::process::Command::new("kill")
+        .args(["-HUP", &std::process::id().to_string()])
+        .status()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(30));
+    drop(vm);
+    panic!("SIGHUP did not end the process");
+}

@@ -6,6 +6,7 @@ use std::time::{Instant, SystemTime};
 
 use rtvm_flags::{flag, Flags};
 
+use crate::args::ExitHook;
 use crate::heap::Heap;
 use crate::memory::MemoryRegistry;
 use crate::nmt::{NmtSummary, StackDetail, Usage};
@@ -40,6 +41,8 @@ pub(crate) struct Context {
     pub(crate) stacks: StackPolicy,
     /// `VM.native_memory baseline`.
     pub(crate) baseline: Mutex<Option<NmtSummary>>,
+    /// The embedder's exit hook, for the end a `SIGTERM`, `SIGINT` or `SIGHUP` brings.
+    pub(crate) exit: Option<ExitHook>,
 }
 
 impl Context {

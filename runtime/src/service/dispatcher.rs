@@ -9,6 +9,9 @@
 //! * otherwise print a thread dump on stdout (or the embedder's output hook), then call the
 //!   `SIGQUIT` handler the process had before the VM, if it had one — on this thread, not in
 //!   signal context.
+//!
+//! A `SIGTERM`, `SIGINT` or `SIGHUP` it was posted (where rtvm handles them) ends the
+//! process the way java's exit does (`exit`).
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,6 +21,7 @@ use rtvm_os_linux::quit;
 
 use super::attach::{attach_disabled, Listener};
 use super::context::Context;
+use super::perfdata::PerfData;
 use super::threaddump::{thread_dump, DumpOptions};
 use crate::output::Stream;
 
@@ -41,10 +45,12 @@ fn triggered() -> bool {
 }
 
 /// The dispatcher's loop: handles every `SIGQUIT` counted beyond `seen` (the count when the
-/// handler went in) until `stop` is set (and the waiters kicked).
+/// handler went in), and a `SIGTERM`, `SIGINT` or `SIGHUP` (the process ends), until `stop`
+/// is set (and the waiters kicked).
 pub(crate) fn run(
     ctx: &Arc<Context>,
     listener: &Mutex<Option<Listener>>,
+    perf: &Mutex<Option<PerfData>>,
     stop: &AtomicBool,
     mut seen: u32,
 ) {
@@ -52,6 +58,10 @@ pub(crate) fn run(
         let events = quit::events();
         if stop.load(Ordering::Acquire) {
             return;
+        }
+        if let Some(sig) = rtvm_os_linux::terminate::take_pending() {
+            super::exit::end_for_signal(ctx, listener, perf, sig);
+            continue;
         }
         let quits = quit::quit_count();
         if quits == seen {

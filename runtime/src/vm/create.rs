@@ -189,6 +189,7 @@ pub(super) fn create(args: InitArgs) -> Result<Vm, CreateError> {
             log: Some(log_control),
             stacks: policy.stacks.clone(),
             baseline: Mutex::new(None),
+            exit: args.exit.clone(),
         },
         quit_baseline,
     )?;
