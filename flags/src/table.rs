@@ -136,7 +136,7 @@ define_flags! {
     product(bool, PrintVMOptions, false,
         "Print flags that appeared on the command line");
     product(bool, ReduceSignalUsage, false,
-        "Reduce the use of OS signals in Java and/or the VM: rtvm installs no signal handler at all (-Xrs): no SIGSEGV/SIGBUS reporter, no SIGQUIT dispatcher (the attach listener starts with the VM)");
+        "Reduce the use of OS signals in Java and/or the VM: rtvm installs no signal handler at all (-Xrs): no SIGSEGV/SIGBUS reporter, no SIGQUIT dispatcher (the attach listener starts with the VM), no SIGTERM/SIGINT/SIGHUP handler");
     product(intx, SafepointSignal, 38,
         "The real-time signal that stops a thread which neither polls nor is in a safe region when a stop of the world or a handshake waits for it (SIGRTMIN+4 with glibc); never delivered on the alternate signal stack. Not installed with -Xrs")
         range(34, 64);
