@@ -6,13 +6,12 @@
  *          sum of its sub-lines (stack, stack cache), changes included; detail's virtual
  *          memory map lists every reserved byte the "mmap:" total counts and every committed
  *          one; detail's and detail.diff's sites add up to the same totals. The same checks
- *          pass on java 17's own -XX:+PrintNMTStatistics detail report
+ *          pass on java 17's own summary.diff (after 50 more threads) and detail, by jcmd
  * @requires os.family == "linux"
  * @run main/othervm -XX:NativeMemoryTracking=detail -Xms32m -Xmx64m ReportsAddUp
  */
 
-use std::process::Command;
-
+use rtvm_jtreg::service::{jcmd, missing_jdk_tool, reply, Target};
 use rtvm_jtreg::testlib::*;
 
 /// `reserved=N` (or `committed=N`) in `text`, bytes (no unit suffix).
@@ -151,18 +150,6 @@ fn churn(vm: &Vm, n: usize) -> Result<(), TestFailure> {
     Ok(())
 }
 
-fn java_detail() -> Result<Option<String>, Box<dyn std::error::Error + Send + Sync>> {
-    if !JavaTools::available() {
-        require_tool("java", false)?;
-        return Ok(None);
-    }
-    let mut c = Command::new("java");
-    c.args(["-XX:NativeMemoryTracking=detail", "-XX:+UnlockDiagnosticVMOptions", "-XX:+PrintNMTStatistics", "-Xmx64m", "-version"]);
-    let out = ProcessTools::execute(c)?;
-    out.should_have_exit_value(0)?;
-    Ok(Some(out.stdout))
-}
-
 pub fn main(vm: &Vm, _args: &[String]) -> TestResult {
     churn(vm, 12)?;
     let n = vm.native_memory_summary().ok_or_else(|| TestFailure("NMT is off".into()))?;
@@ -212,12 +199,26 @@ pub fn main(vm: &Vm, _args: &[String]) -> TestResult {
     let (listed, mmap) = (map_sums(&report, false), mmap_total(&report, false).unwrap_or_default());
     check(listed == mmap, || format!("the exit report's map lists {listed:?} of {mmap:?}:\n{report}"))?;
 
-    // java's own detail report passes the same checks.
-    if let Some(java) = java_detail()? {
-        blocks_add_up("java", &java, &["Java Heap", "Thread", "Code", "GC"])?;
-        let (listed, mmap) = (map_sums(&java, false), mmap_total(&java, false).ok_or_else(|| TestFailure(format!("java: no mmap line:\n{java}")))?);
-        check(listed.0 == mmap.0, || format!("java's map lists {} of {} reserved bytes", listed.0, mmap.0))?;
-        println!("java 17: its Thread, Code and GC lines add up and its map lists all {} reserved bytes", mmap.0);
+    // java's own reports, through jcmd from a running java 17 (its exit report races with
+    // threads that are ending), pass the same checks.
+    if let Some(t) = missing_jdk_tool() {
+        return require_tool(t, false);
     }
+    let mut java = Target::java(&["-XX:NativeMemoryTracking=detail", "-Xmx64m"], 2)?;
+    let pid = java.pid();
+    let ask = |line: &[&str]| -> Result<String, TestFailure> {
+        let out = jcmd(pid, line)?;
+        out.should_have_exit_value(0)?;
+        Ok(reply(&out))
+    };
+    ask(&["VM.native_memory", "baseline"])?;
+    java.more_threads()?;
+    let diff = ask(&["VM.native_memory", "summary.diff", "scale=1"])?;
+    blocks_add_up("java's summary.diff", &diff, &["Java Heap", "Thread", "Code", "GC"])?;
+    let detail = ask(&["VM.native_memory", "detail", "scale=1"])?;
+    blocks_add_up("java's detail", &detail, &["Java Heap", "Thread", "Code", "GC"])?;
+    let (listed, mmap) = (map_sums(&detail, false), mmap_total(&detail, false).ok_or_else(|| TestFailure(format!("java: no mmap line:\n{detail}")))?);
+    check(listed.0 == mmap.0, || format!("java's map lists {} of {} reserved bytes", listed.0, mmap.0))?;
+    println!("java 17: summary.diff after 50 threads and detail add up (Java Heap, Thread, Code, GC); its map lists all {} reserved bytes", mmap.0);
     Ok(())
 }
