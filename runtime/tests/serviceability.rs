@@ -104,7 +104,16 @@ fn commands_and_dumps_through_the_api() {
         nmt.contains("(Omitting categories weighting less than 1MB)"),
         "{nmt}"
     );
-    // The dump names every registry thread with its kernel tid.
+    // The dump names every registry thread with its kernel tid (once each has published it:
+    // a thread registered a moment ago, the Signal Dispatcher say, may not have yet).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while vm.threads().iter().any(|t| t.tid() == 0) {
+        assert!(
+            Instant::now() < deadline,
+            "a thread never published its tid"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
     let dump = vm.thread_dump();
     for t in vm.threads() {
         assert!(
