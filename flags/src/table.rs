@@ -145,7 +145,7 @@ define_flags! {
     product(bool, PrintVMOptions, false,
         "Print flags that appeared on the command line");
     product(bool, ReduceSignalUsage, false,
-        "Reduce the use of OS signals in Java and/or the VM: rtvm installs no signal handler at all (-Xrs): no SIGSEGV/SIGBUS reporter, no SIGQUIT dispatcher (the attach listener starts with the VM)");
+        "Reduce the use of OS signals in Java and/or the VM: rtvm installs no signal handler at all (-Xrs): no SIGSEGV/SIGBUS reporter, no SIGQUIT dispatcher (the attach listener starts with the VM), no SIGTERM/SIGINT/SIGHUP handler");
     product(intx, SafepointSignal, 38,
         "The real-time signal that stops a thread which neither polls nor is in a safe region when a stop of the world or a handshake waits for it (SIGRTMIN+4 with glibc); never delivered on the alternate signal stack. Not installed with -Xrs")
         range(34, 64);
@@ -179,7 +179,8 @@ define_flags! {
         "Thread stack size (in Kbytes) of application threads; 0 uses the system default (RLIMIT_STACK)")
         range(0, pd::MAX_STACK_SIZE_K);
     product(uint, TrimNativeHeapInterval, 0,
-        "Interval, in ms, at which the JVM will trim the native heap if the platform supports that. Lower values will reclaim memory more eagerly at the cost of higher overhead. A value of 0 (default) disables native heap trimming.");
+        "Interval, in ms, at which the JVM will trim the native heap if the platform supports that. Lower values will reclaim memory more eagerly at the cost of higher overhead. A value of 0 (default) disables native heap trimming.")
+        range(0, u32::MAX);
     diagnostic(bool, UnlockDiagnosticVMOptions, false,
         "Enable normal processing of flags relating to field diagnostics");
     experimental(bool, UnlockExperimentalVMOptions, false,

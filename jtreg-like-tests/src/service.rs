@@ -4,8 +4,9 @@
 //! The target starts `n` idle threads named `Idle#<i>`, prints `TARGET READY`, and then
 //! watches its directory: a file `more` starts 50 more threads (`More#<i>`, then `MORE
 //! STARTED`), a file `stop` ends every thread and the process. Targets are started with
-//! `SIGQUIT` at its default action (`env --default-signal=QUIT`): a test runner may have it
-//! ignored, which would hide what the signal does.
+//! `SIGQUIT`, `SIGTERM`, `SIGINT` and `SIGHUP` at their default actions (`env
+//! --default-signal=...`): a test runner (a shell's background job) may have some ignored,
+//! which would hide what the signals do.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -80,6 +81,25 @@ public class Target {
 }
 "#;
 
+/// Compiles the Java target program into `<dir>/classes` (returned): `java -cp <it>
+/// Target <dir> <n>` runs it.
+pub fn java_target_classes(dir: &Path) -> Result<PathBuf, TestFailure> {
+    let classes = dir.join("classes");
+    std::fs::create_dir_all(&classes).map_err(|e| TestFailure(e.to_string()))?;
+    let source = classes.join("Target.java");
+    std::fs::write(&source, JAVA_TARGET).map_err(|e| TestFailure(e.to_string()))?;
+    let javac = tool(
+        "javac",
+        &[
+            "-d",
+            &classes.display().to_string(),
+            &source.display().to_string(),
+        ],
+    )?;
+    javac.should_have_exit_value(0)?;
+    Ok(classes)
+}
+
 /// A running target.
 #[derive(Debug)]
 pub struct Target {
@@ -102,13 +122,25 @@ fn scratch(tag: &str) -> Result<PathBuf, TestFailure> {
 
 fn default_quit(program: &str, args: &[String]) -> Command {
     let mut c = Command::new("env");
-    c.arg("--default-signal=QUIT").arg(program).args(args);
+    c.arg("--default-signal=QUIT,TERM,INT,HUP")
+        .arg(program)
+        .args(args);
     c
 }
 
 impl Target {
     /// The test VM running test `main` in its `target` mode, with `options` first.
     pub fn rtvm(main: &str, options: &[&str], idle: usize) -> Result<Target, TestFailure> {
+        Self::rtvm_with_args(main, options, idle, &[])
+    }
+
+    /// [`Target::rtvm`] with more arguments after the target's own (which it ignores).
+    pub fn rtvm_with_args(
+        main: &str,
+        options: &[&str],
+        idle: usize,
+        extra: &[String],
+    ) -> Result<Target, TestFailure> {
         let dir = scratch("rtvm")?;
         let mut args: Vec<String> = options.iter().map(|s| s.to_string()).collect();
         args.extend([
@@ -117,25 +149,23 @@ impl Target {
             dir.display().to_string(),
             idle.to_string(),
         ]);
+        args.extend_from_slice(extra);
         Self::start(default_quit(&crate::testlib::test_vm(), &args), dir)
     }
 
     /// `java` running the same program, with `options` first.
     pub fn java(options: &[&str], idle: usize) -> Result<Target, TestFailure> {
+        Self::java_with_args(options, idle, &[])
+    }
+
+    /// [`Target::java`] with more arguments after the program's own (which it ignores).
+    pub fn java_with_args(
+        options: &[&str],
+        idle: usize,
+        extra: &[String],
+    ) -> Result<Target, TestFailure> {
         let dir = scratch("java")?;
-        let classes = dir.join("classes");
-        std::fs::create_dir_all(&classes).map_err(|e| TestFailure(e.to_string()))?;
-        let source = classes.join("Target.java");
-        std::fs::write(&source, JAVA_TARGET).map_err(|e| TestFailure(e.to_string()))?;
-        let javac = tool(
-            "javac",
-            &[
-                "-d",
-                &classes.display().to_string(),
-                &source.display().to_string(),
-            ],
-        )?;
-        javac.should_have_exit_value(0)?;
+        let classes = java_target_classes(&dir)?;
         let mut args: Vec<String> = options.iter().map(|s| s.to_string()).collect();
         args.extend([
             "-cp".to_owned(),
@@ -144,6 +174,7 @@ impl Target {
             dir.display().to_string(),
             idle.to_string(),
         ]);
+        args.extend_from_slice(extra);
         Self::start(default_quit("java", &args), dir)
     }
 
@@ -179,6 +210,30 @@ impl Target {
         self.process
             .as_mut()
             .is_some_and(RunningProcess::is_running)
+    }
+
+    /// The running process and the directory it watches, for a test that ends it its own
+    /// way (the directory is the caller's to remove).
+    pub fn into_process(mut self) -> (RunningProcess, PathBuf) {
+        let p = self.process.take().expect("running");
+        (p, std::mem::take(&mut self.dir))
+    }
+
+    /// Sends `signal` (`"-TERM"`, as `kill` takes it) to the target and waits for it to end
+    /// (killing it after 30 s); returns its output and how it ended.
+    pub fn signal_and_finish(mut self, signal: &str) -> Result<OutputAnalyzer, TestFailure> {
+        let mut p = self.process.take().expect("running");
+        let mut kill = Command::new("kill");
+        kill.args([signal, &p.pid().to_string()]);
+        ProcessTools::execute(kill)?.should_have_exit_value(0)?;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while p.is_running() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if p.is_running() {
+            p.kill();
+        }
+        p.finish()
     }
 
     /// Ends the target (its threads end, the VM shuts down) and returns its output.

@@ -14,7 +14,9 @@
 //!
 //! Exit status: 0 on success (and for `-version`, `-help`, `-X`, `-Xlog:help`,
 //! `-XX:+PrintFlagsInitial`), 1 when the VM cannot be created or the main fails, else what
-//! the main asks for. Output the launcher prints itself (usage, version) is written as
+//! the main asks for; 143, 130 or 129 after a `SIGTERM`, `SIGINT` or `SIGHUP` (java's: the VM
+//! removes its files, then the launcher exits with 128 + the signal's number — unless the
+//! signal was ignored when it started, or `-Xrs`). Output the launcher prints itself (usage, version) is written as
 //! `java` writes it: a closed pipe or a full disk is ignored. The main runs on a VM thread
 //! named `main`, sized by `-Xss` like any Java thread.
 
@@ -228,7 +230,11 @@ pub fn launch(program: &str, args: &[OsString], mains: &Mains) -> i32 {
     }
     let main_args: Vec<String> = rest.map(|a| lossy(a)).collect();
 
-    let mut init = InitArgs::from_os(vm_options).launcher("SUN_STANDARD");
+    // As java: a SIGTERM, SIGINT or SIGHUP ends the process with 128 + the signal's number,
+    // once the VM has removed its files.
+    let mut init = InitArgs::from_os(vm_options)
+        .launcher("SUN_STANDARD")
+        .exit_hook(|status| std::process::exit(status));
     if let Some(main) = &main_name {
         let mut command = main.clone();
         for a in &main_args {

@@ -1,12 +1,19 @@
 //! `rtvm -XX:+PrintFlagsFinal -version` and `java -XX:+PrintFlagsFinal -version` agree, for
-//! the flags both have, in type column, value formatting and brace layout.
+//! the flags both have, in type column, value formatting and brace layout; and
+//! `-XX:+PrintFlagsRanges` (alone, and with `-XX:+PrintFlagsFinal`) prints the same range for
+//! every flag both have. Every flag of rtvm's table that java lacks is named in the README's
+//! complete list of deliberate differences.
 
 use std::collections::BTreeMap;
 use std::process::Command;
 
 use rtvm_testkit::{require_tool, Outcome};
 
-rtvm_testkit::tests!(print_flags_final_agrees_with_java);
+rtvm_testkit::tests!(
+    print_flags_final_agrees_with_java,
+    print_flags_ranges_agree_with_java,
+    readme_names_every_flag_java_lacks
+);
 
 #[derive(Debug)]
 struct Line {
@@ -163,5 +170,115 @@ fn print_flags_final_agrees_with_java() -> Outcome {
             "{name}: value and origin"
         );
     }
+    Ok(())
+}
+
+/// The `[ min ... max ]` column of each flag `-XX:+PrintFlagsRanges` lists, whitespace
+/// collapsed (a flag without a range prints `[ ... ]`).
+fn ranges_of(program: &str, with_final: bool) -> Option<BTreeMap<String, String>> {
+    let mut c = Command::new(program);
+    c.args([
+        "-XX:+UnlockDiagnosticVMOptions",
+        "-XX:+UnlockExperimentalVMOptions",
+    ]);
+    if with_final {
+        c.arg("-XX:+PrintFlagsFinal");
+    }
+    let out = c
+        .args(["-XX:+PrintFlagsRanges", "-version"])
+        .env_remove("RTVM_OPTIONS")
+        .env_remove("JAVA_TOOL_OPTIONS")
+        .env_remove("_JAVA_OPTIONS")
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut ranges = BTreeMap::new();
+    for l in text
+        .lines()
+        .filter(|l| l.contains(" [ ") && l.contains(" ]"))
+    {
+        let name = l.get(10..)?.split_whitespace().next()?.to_owned();
+        let range = &l[l.find('[')?..=l.find(']')?];
+        ranges.insert(name, range.split_whitespace().collect::<Vec<_>>().join(" "));
+    }
+    out.status.success().then_some(ranges)
+}
+
+fn print_flags_ranges_agree_with_java() -> Outcome {
+    require_tool("java", java_runs())?;
+    for with_final in [false, true] {
+        let java = ranges_of("java", with_final).expect("java -XX:+PrintFlagsRanges -version");
+        let rtvm = ranges_of(env!("CARGO_BIN_EXE_rtvm"), with_final)
+            .expect("rtvm -XX:+PrintFlagsRanges -version");
+        let common: Vec<&String> = rtvm.keys().filter(|k| java.contains_key(*k)).collect();
+        assert!(common.len() >= 20, "too few flags in common: {common:?}");
+        for name in &common {
+            assert_eq!(
+                rtvm[*name], java[*name],
+                "{name}: range (with PrintFlagsFinal: {with_final})"
+            );
+        }
+        println!(
+            "-XX:+PrintFlagsRanges{}: {} flags, ranges as java's",
+            if with_final {
+                " -XX:+PrintFlagsFinal"
+            } else {
+                ""
+            },
+            common.len()
+        );
+    }
+    Ok(())
+}
+
+/// The names java 17 knows (diagnostic and experimental flags unlocked).
+fn java_flag_names() -> Option<std::collections::BTreeSet<String>> {
+    let out = Command::new("java")
+        .args([
+            "-XX:+UnlockDiagnosticVMOptions",
+            "-XX:+UnlockExperimentalVMOptions",
+            "-XX:+PrintFlagsFinal",
+            "-version",
+        ])
+        .env_remove("JAVA_TOOL_OPTIONS")
+        .env_remove("_JAVA_OPTIONS")
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let names = text
+        .lines()
+        .filter(|l| l.ends_with('}'))
+        .filter_map(|l| l.split_whitespace().nth(1).map(str::to_owned))
+        .collect();
+    out.status.success().then_some(names)
+}
+
+fn readme_names_every_flag_java_lacks() -> Outcome {
+    require_tool("java", java_runs())?;
+    let java = java_flag_names().expect("java -XX:+PrintFlagsFinal -version");
+    assert!(java.len() > 500, "java listed only {} flags", java.len());
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
+        .expect("README.md");
+    let start = readme
+        .find("differs from HotSpot 17 (the complete list):")
+        .expect("README.md has the complete list of deliberate differences");
+    let list = &readme[start..];
+    let list = &list[..list.find("\n## ").unwrap_or(list.len())];
+    // Every flag of the table, as the program lists them with both unlock options.
+    let rtvm = flags_of(env!("CARGO_BIN_EXE_rtvm")).expect("rtvm -XX:+PrintFlagsFinal -version");
+    let own: Vec<&str> = rtvm
+        .keys()
+        .map(String::as_str)
+        .filter(|n| !java.contains(*n))
+        .collect();
+    assert!(!own.is_empty(), "rtvm has flags java lacks");
+    for name in &own {
+        assert!(
+            list.contains(&format!("`{name}`")),
+            "{name} is rtvm's own (java 17 does not know it) but README.md's complete list of \
+             deliberate differences does not name it"
+        );
+    }
+    println!("README.md's list of differences names every rtvm-only flag: {own:?}");
     Ok(())
 }

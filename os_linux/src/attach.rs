@@ -196,6 +196,86 @@ fn wait_for(
     }
 }
 
+/// What [`wait_any`] waits for on one descriptor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Interest {
+    /// The descriptor.
+    pub fd: RawFd,
+    /// Wait until it is readable (a connection to accept, data to read, or the peer gone).
+    pub readable: bool,
+    /// Wait until it can take more data.
+    pub writable: bool,
+}
+
+/// What [`wait_any`] saw on one descriptor.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Events {
+    /// Readable.
+    pub readable: bool,
+    /// Writable.
+    pub writable: bool,
+    /// Hung up or in error: a read or write now says why.
+    pub closed: bool,
+}
+
+impl Events {
+    /// Whether anything happened.
+    pub fn any(&self) -> bool {
+        self.readable || self.writable || self.closed
+    }
+}
+
+/// Waits until one of `interests` is ready, `waker` is woken, or `timeout` passes (`None`:
+/// no limit); returns whether the waker was woken and what each descriptor saw, in the
+/// order given. Interrupted waits are resumed.
+pub fn wait_any(
+    interests: &[Interest],
+    waker: &Waker,
+    timeout: Option<Duration>,
+) -> io::Result<(bool, Vec<Events>)> {
+    let mut fds: Vec<libc::pollfd> = Vec::with_capacity(interests.len() + 1);
+    fds.push(libc::pollfd {
+        fd: waker.read.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    });
+    for i in interests {
+        let mut events = 0;
+        if i.readable {
+            events |= libc::POLLIN;
+        }
+        if i.writable {
+            events |= libc::POLLOUT;
+        }
+        fds.push(libc::pollfd {
+            fd: i.fd,
+            events,
+            revents: 0,
+        });
+    }
+    let ms = timeout.map_or(-1, |t| t.as_millis().min(i32::MAX as u128) as i32);
+    loop {
+        // SAFETY: poll on a local vector of `fds.len()` pollfds.
+        let rc = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        let seen = fds[1..]
+            .iter()
+            .map(|p| Events {
+                readable: p.revents & libc::POLLIN != 0,
+                writable: p.revents & libc::POLLOUT != 0,
+                closed: p.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0,
+            })
+            .collect();
+        return Ok((fds[0].revents != 0, seen));
+    }
+}
+
 /// The effective user's name (`getpwuid_r`), or its uid in decimal if it has none.
 pub fn effective_user_name() -> String {
     let (uid, _) = effective_ids();
@@ -229,6 +309,7 @@ pub fn effective_user_name() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write;
 
     #[test]
     fn private_socket_and_peer() {
@@ -262,6 +343,36 @@ mod tests {
             wait_readable(listener.as_raw_fd(), &waker, None).unwrap(),
             Readiness::Woken
         );
+        waker.drain();
+        // Several descriptors at once: a connection waiting on the listener, a peer's data.
+        let mut a = UnixStream::connect(&path).unwrap();
+        let listening = Interest {
+            fd: listener.as_raw_fd(),
+            readable: true,
+            writable: false,
+        };
+        let (woken, seen) = wait_any(&[listening], &waker, Some(Duration::from_secs(5))).unwrap();
+        assert!(!woken && seen[0].readable);
+        let (b, _) = listener.accept().unwrap();
+        let quiet = Interest {
+            fd: b.as_raw_fd(),
+            readable: true,
+            writable: false,
+        };
+        let (_, seen) = wait_any(&[quiet], &waker, Some(Duration::from_millis(10))).unwrap();
+        assert!(!seen[0].any(), "nothing sent yet");
+        a.write_all(b"x").unwrap();
+        let writing = Interest {
+            fd: b.as_raw_fd(),
+            readable: true,
+            writable: true,
+        };
+        let (_, seen) = wait_any(&[listening, writing], &waker, None).unwrap();
+        assert!(!seen[0].any() && seen[1].readable && seen[1].writable);
+        drop(a);
+        waker.wake();
+        let (woken, _) = wait_any(&[quiet], &waker, None).unwrap();
+        assert!(woken);
         waker.drain();
         fs::remove_dir_all(&dir).unwrap();
         assert!(!effective_user_name().is_empty());

@@ -490,15 +490,22 @@ fn read_keyed(info: &mut ContainerInfo, dir: &Path, name: &str, key: &str) -> Op
 }
 
 /// Opens a controller file: its path noted first (`Path to /memory.max is ...`), an open
-/// failure noted with its reason; the text read lossily.
+/// failure noted with its reason; the text read lossily. As with glibc's `fopen` and
+/// `fgets`, which HotSpot uses, only the open can fail: a directory opens, and a read that
+/// fails (`EISDIR`) ends the text where it stopped — a directory reads as an empty file.
 fn open(info: &mut ContainerInfo, dir: &Path, name: &str) -> Option<(PathBuf, String)> {
+    use std::io::Read as _;
     let file = dir.join(name);
     info.note(
         log::Level::Trace,
         format!("Path to /{name} is {}", file.display()),
     );
-    match std::fs::read(&file) {
-        Ok(bytes) => Some((file, String::from_utf8_lossy(&bytes).into_owned())),
+    match std::fs::File::open(&file) {
+        Ok(mut f) => {
+            let mut bytes = Vec::new();
+            let _ = f.read_to_end(&mut bytes);
+            Some((file, String::from_utf8_lossy(&bytes).into_owned()))
+        }
         Err(e) => {
             let reason = e
                 .raw_os_error()
@@ -913,24 +920,25 @@ mod tests {
             ("proc/cgroups", CGROUPS_V2),
             ("proc/self/mountinfo", MOUNTS_V2),
             ("proc/self/cgroup", "0::/u\n"),
-            ("sys/fs/cgroup/u/cpu.max/placeholder", ""),
             ("sys/fs/cgroup/u/memory.max/placeholder", ""),
         ]);
-        // cpu.max and memory.max are directories: reading them fails with EISDIR.
+        // cpu.max cannot be opened (a dangling symlink); memory.max is a directory, which
+        // opens (as glibc's fopen opens it) and reads as nothing: java 17's "Empty file".
+        std::os::unix::fs::symlink("nowhere", roots.sys.join("fs/cgroup/u/cpu.max")).unwrap();
         let c = detect(&roots, host(24 * GIB, 2));
         assert_eq!((c.memory_limit, c.cpu_quota, c.processors), (None, None, 2));
         let t = texts(&c);
         assert!(
-            t.iter()
-                .any(|l| l.starts_with("Open of file ")
-                    && l.ends_with("cpu.max failed, Is a directory")),
+            t.iter().any(|l| l.starts_with("Open of file ")
+                && l.ends_with("cpu.max failed, No such file or directory")),
             "{t:#?}"
         );
         assert!(
-            t.iter().any(|l| l.starts_with("Open of file ")
-                && l.ends_with("memory.max failed, Is a directory")),
+            t.iter()
+                .any(|l| l.starts_with("Empty file ") && l.ends_with("/u/memory.max")),
             "{t:#?}"
         );
+        assert!(!t.iter().any(|l| l.contains("Is a directory")), "{t:#?}");
         std::fs::remove_dir_all(root).unwrap();
     }
 

@@ -19,6 +19,7 @@
 //! | [`thread`] | threads on those stacks: start, exit hooks (also after `pthread_exit`), join |
 //! | [`signals`] | the guard-zone reporter, alternate signal stacks, chaining, install/restore |
 //! | [`quit`] | `SIGQUIT` counted and posted to a dispatcher (a futex), the host's handler kept |
+//! | [`terminate`] | `SIGTERM`, `SIGINT`, `SIGHUP` posted to the dispatcher where they were `SIG_DFL` |
 //! | [`safepoint`] | thread states, the world word, register spills, the stop signal |
 //! | [`attach`] | the attach listener's private socket, peer credentials, a poll waker |
 //! | [`perfmem`] | the `hsperfdata` file `jps` and the attach client read |
@@ -49,6 +50,7 @@ pub mod signals;
 pub mod stack;
 mod sys;
 pub mod system;
+pub mod terminate;
 pub mod thread;
 
 pub use error::{posix_description, strerror, Operation, OsError, Result};

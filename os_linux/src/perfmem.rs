@@ -42,10 +42,19 @@ fn align(n: usize, to: usize) -> usize {
     n.div_ceil(to) * to
 }
 
-/// The file's bytes: the prologue and `entries`, zero-padded to `size` (a page multiple
-/// at least as large as what they need, which `Err` reports otherwise).
-pub fn encode(entries: &[PerfEntry], size: usize, timestamp: i64) -> Result<Vec<u8>, usize> {
+/// The longest string a text entry stores, in bytes (HotSpot's `PerfMaxStringConstLength`
+/// default): longer ones — a command line of thousands of arguments — are cut there, as java
+/// cuts them.
+pub const MAX_STRING_LENGTH: usize = 1024;
+
+/// The file's bytes: the prologue and `entries`, zero-padded to `size` (a page multiple).
+/// Strings are cut at [`MAX_STRING_LENGTH`] bytes. Entries that do not fit are left out and
+/// their bytes counted in the prologue's overflow field, as HotSpot's perf memory counts
+/// what it has to leave out; the second value is that count (0 when everything fits).
+pub fn encode(entries: &[PerfEntry], size: usize, timestamp: i64) -> (Vec<u8>, usize) {
+    const PROLOGUE: usize = 32;
     let mut body = Vec::new();
+    let (mut written, mut overflow) = (0usize, 0usize);
     for e in entries {
         let name_len = e.name.len() + 1;
         let (type_byte, units, variability, vector, data, data_align): (
@@ -57,7 +66,8 @@ pub fn encode(entries: &[PerfEntry], size: usize, timestamp: i64) -> Result<Vec<
             usize,
         ) = match &e.value {
             PerfValue::Text(s) => {
-                let mut d = s.as_bytes().to_vec();
+                let bytes = s.as_bytes();
+                let mut d = bytes[..bytes.len().min(MAX_STRING_LENGTH)].to_vec();
                 d.push(0);
                 (b'B', 5, 1, d.len() as i32, d, 1)
             }
@@ -76,6 +86,12 @@ pub fn encode(entries: &[PerfEntry], size: usize, timestamp: i64) -> Result<Vec<
         };
         let data_offset = align(20 + name_len, data_align);
         let length = align(data_offset + data.len(), 8);
+        // HotSpot's test: an entry that would reach the end does not fit.
+        if PROLOGUE + body.len() + length >= size {
+            overflow += length;
+            continue;
+        }
+        written += 1;
         let start = body.len();
         body.resize(start + length, 0);
         let entry = &mut body[start..];
@@ -90,21 +106,18 @@ pub fn encode(entries: &[PerfEntry], size: usize, timestamp: i64) -> Result<Vec<
         entry[20..20 + e.name.len()].copy_from_slice(e.name.as_bytes());
         entry[data_offset..data_offset + data.len()].copy_from_slice(&data);
     }
-    let used = 32 + body.len();
-    if used > size {
-        return Err(used);
-    }
-    let mut out = Vec::with_capacity(size);
+    let used = PROLOGUE + body.len();
+    let mut out = Vec::with_capacity(size.max(used));
     out.extend_from_slice(&0xcafe_c0c0u32.to_be_bytes());
     out.extend_from_slice(&[1, 2, 0, 1]); // little-endian, version 2.0, accessible
     out.extend_from_slice(&(used as i32).to_le_bytes());
-    out.extend_from_slice(&0i32.to_le_bytes()); // overflow
+    out.extend_from_slice(&(overflow as i32).to_le_bytes());
     out.extend_from_slice(&timestamp.to_le_bytes());
-    out.extend_from_slice(&32i32.to_le_bytes()); // entry offset
-    out.extend_from_slice(&(entries.len() as i32).to_le_bytes());
+    out.extend_from_slice(&(PROLOGUE as i32).to_le_bytes()); // entry offset
+    out.extend_from_slice(&(written as i32).to_le_bytes());
     out.extend_from_slice(&body);
-    out.resize(size, 0);
-    Ok(out)
+    out.resize(size.max(used), 0);
+    (out, overflow)
 }
 
 /// A perf-data file this process created; [`PerfFile::remove`] deletes it.
@@ -121,8 +134,9 @@ pub fn user_directory() -> PathBuf {
     ))
 }
 
-/// The directory, made if missing (mode 0755), refused unless it is a real directory of the
-/// effective user's that group and others cannot write (HotSpot's `is_directory_secure`).
+/// The directory, made if missing (mode 0755), refused unless it is a real directory that
+/// group and others cannot write, owned by the effective user — any owner will do for root
+/// (HotSpot's `is_directory_secure`).
 fn secure_directory(dir: &Path) -> io::Result<()> {
     match fs::DirBuilder::new().mode(0o755).create(dir) {
         Ok(()) => {}
@@ -133,7 +147,7 @@ fn secure_directory(dir: &Path) -> io::Result<()> {
     let (uid, _) = crate::attach::effective_ids();
     let insecure = if !m.file_type().is_dir() {
         Some("is not a directory")
-    } else if m.uid() != uid {
+    } else if uid != 0 && m.uid() != uid {
         Some("is not owned by the effective user")
     } else if m.mode() & 0o022 != 0 {
         Some("is writable by group or others")
@@ -234,7 +248,8 @@ mod tests {
                 value: PerfValue::Text(String::new()),
             },
         ];
-        let b = encode(&entries, 4096, 1).unwrap();
+        let (b, overflow) = encode(&entries, 4096, 1);
+        assert_eq!(overflow, 0);
         assert_eq!(b.len(), 4096);
         assert_eq!(&b[0..8], &[0xca, 0xfe, 0xc0, 0xc0, 1, 2, 0, 1]);
         let num = i32::from_le_bytes(b[28..32].try_into().unwrap());
@@ -249,7 +264,33 @@ mod tests {
         assert_eq!(b[e2 + 13], 1, "supported");
         let used = i32::from_le_bytes(b[8..12].try_into().unwrap()) as usize;
         assert_eq!(used, 32 + 56 + 56 + 40);
-        assert_eq!(encode(&entries, 64, 1), Err(used));
+        // What does not fit is left out and counted, as HotSpot counts it.
+        let (small, overflow) = encode(&entries, 128, 1);
+        assert_eq!((small.len(), overflow), (128, 56 + 40));
+        assert_eq!(i32::from_le_bytes(small[12..16].try_into().unwrap()), 96);
+        assert_eq!(i32::from_le_bytes(small[28..32].try_into().unwrap()), 1);
+        assert_eq!(
+            i32::from_le_bytes(small[8..12].try_into().unwrap()),
+            32 + 56
+        );
+    }
+
+    #[test]
+    fn strings_are_cut_as_java_cuts_them() {
+        let long = "x".repeat(5000);
+        let entry = |value: &str| PerfEntry {
+            name: "sun.rt.javaCommand".into(),
+            supported: false,
+            value: PerfValue::Text(value.into()),
+        };
+        let (b, _) = encode(&[entry(&long)], 32768, 1);
+        // The vector length is the string's bytes and its NUL: 1024 + 1.
+        assert_eq!(i32::from_le_bytes(b[40..44].try_into().unwrap()), 1025);
+        let offset = i32::from_le_bytes(b[48..52].try_into().unwrap()) as usize;
+        let data = &b[32 + offset..32 + offset + 1025];
+        assert!(data[..1024].iter().all(|&c| c == b'x') && data[1024] == 0);
+        let (b, _) = encode(&[entry("short")], 4096, 1);
+        assert_eq!(i32::from_le_bytes(b[40..44].try_into().unwrap()), 6);
     }
 
     #[test]

@@ -5,9 +5,15 @@
 //! listener, print a thread dump).
 //!
 //! **Ownership and chaining.** [`install`] saves the action that was there and puts rtvm's
-//! on top; [`QuitHandler::restore`] (or dropping it) puts the saved action back — unless a
-//! handler was installed on top in the meantime: that one stays, and rtvm's stays in the
-//! chain below it (it may be called through it; it then only counts). rtvm's handler is
+//! on top; [`QuitHandler::restore`] (or dropping it) puts a saved handler or `SIG_IGN` back
+//! — unless a handler was installed on top in the meantime: that one stays, and rtvm's stays
+//! in the chain below it (it may be called through it; it then only counts). Over `SIG_DFL`
+//! rtvm's handler stays too, only counting: the default action is a core dump, and a
+//! `SIGQUIT` meant for a VM that is going away (a `kill -3`, an attach client that found it
+//! a moment before) must not end the process — during the rest of the teardown, the heap's
+//! unmapping, the exit, or in a host that runs on without a VM. HotSpot's handler stays for
+//! the life of the process too; `-Xrs` leaves `SIGQUIT` to the host altogether. The next VM
+//! takes the handler over. rtvm's handler is
 //! never saved as its own "previous", and a handler known to sit above rtvm's in the chain
 //! is never saved as the previous either (the two would call each other) — the rules of
 //! [`crate::signals`], for one signal.
@@ -144,7 +150,8 @@ fn describe(a: &libc::sigaction) -> &'static str {
     }
 }
 
-/// Whether rtvm's `SIGQUIT` handler is the installed action right now.
+/// Whether rtvm's `SIGQUIT` handler is the installed action right now (after a restore too,
+/// when it was installed over `SIG_DFL`).
 pub fn handler_installed() -> bool {
     query().sa_sigaction == our_handler()
 }
@@ -167,18 +174,17 @@ impl QuitHandler {
             return;
         }
         if query().sa_sigaction == our_handler() {
-            let previous = lock_previous().map(|a| a.0);
-            // SAFETY: zeroed-then-filled SIG_DFL action, used if nothing was saved.
-            let default = unsafe {
-                let mut a: libc::sigaction = std::mem::zeroed();
-                a.sa_sigaction = libc::SIG_DFL;
-                libc::sigemptyset(&mut a.sa_mask);
-                a
-            };
-            match set_action(&previous.unwrap_or(default)) {
-                Ok(()) => IN_CHAIN.store(false, Ordering::Release),
-                Err(e) => {
-                    log::warn!(target: "os", "Restoring the SIGQUIT handler failed: {}", crate::error::strerror(e))
+            match lock_previous().map(|a| a.0) {
+                Some(previous) if previous.sa_sigaction != libc::SIG_DFL => {
+                    match set_action(&previous) {
+                        Ok(()) => IN_CHAIN.store(false, Ordering::Release),
+                        Err(e) => {
+                            log::warn!(target: "os", "Restoring the SIGQUIT handler failed: {}", crate::error::strerror(e))
+                        }
+                    }
+                }
+                _ => {
+                    log::debug!(target: "os", "SIGQUIT: rtvm's handler stays installed over SIG_DFL, counting only (a late SIGQUIT must not dump core)");
                 }
             }
         } else {
@@ -228,6 +234,13 @@ pub fn wait_for_event(seen: u32, timeout: Option<Duration>) {
 
 /// Wakes every waiter (a dispatcher told to stop).
 pub fn kick() {
+    EVENTS.fetch_add(1, Ordering::AcqRel);
+    futex_wake();
+}
+
+/// [`kick`] from a signal handler (async-signal-safe): another signal for the dispatcher
+/// ([`crate::terminate`]'s).
+pub(crate) fn post() {
     EVENTS.fetch_add(1, Ordering::AcqRel);
     futex_wake();
 }
@@ -296,7 +309,19 @@ mod tests {
         wait_for_event(seen, Some(Duration::from_secs(5)));
         assert_eq!(quit_count(), before + 1);
         assert_ne!(events(), seen);
+        let was_default = !has_previous_handler()
+            && lock_previous().is_some_and(|Action(a)| a.sa_sigaction == libc::SIG_DFL);
         h.restore();
-        assert!(!handler_installed());
+        // Over SIG_DFL the handler stays, counting: a late SIGQUIT does not end the process.
+        assert_eq!(handler_installed(), was_default);
+        if was_default {
+            // SAFETY: raising SIGQUIT with rtvm's handler still installed.
+            unsafe { libc::raise(libc::SIGQUIT) };
+            assert_eq!(quit_count(), before + 2);
+            // The next install takes it over.
+            let again = install().unwrap();
+            assert!(handler_installed());
+            again.restore();
+        }
     }
 }

@@ -639,6 +639,7 @@ pub fn describe_action(sig: c_int, name: &str) -> String {
         libc::SIG_IGN => "SIG_IGN".to_owned(),
         h if h == our_handler() => "rtvm's fault handler".to_owned(),
         h if crate::quit::is_ours(h) => "rtvm's SIGQUIT handler".to_owned(),
+        h if crate::terminate::is_ours(h) => "rtvm's termination handler".to_owned(),
         h => format!("{h:#018x}"),
     };
     let mut mask = String::with_capacity(32);

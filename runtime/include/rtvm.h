@@ -13,9 +13,10 @@
  * Conventions
  *   - Functions return RTVM_OK (0) or a negative JNI-style code; on failure
  *     rtvm_last_error() returns a message for the calling thread.
- *   - rtvm never exits or aborts the host process (the one exception: a VM thread that
+ *   - rtvm never exits or aborts the host process (the exceptions: a VM thread that
  *     overflows its stack into its guard zone is reported and the process aborts, as it
- *     would crash anyway). Rust panics never cross this boundary: they become RTVM_ERR.
+ *     would crash anyway; a SIGTERM, SIGINT or SIGHUP that was at SIG_DFL ends it by its
+ *     default action once the VM's files are removed — see below). Rust panics never cross this boundary: they become RTVM_ERR.
  *   - One VM per process at a time (RTVM_EEXIST otherwise). A new VM may be created once
  *     rtvm_destroy has returned.
  *   - Options are the `java`-style options of the rtvm launcher: "-Xms64m", "-Xmx1g",
@@ -74,9 +75,23 @@
  *   without one) and then calls the SIGQUIT handler the host had installed before the VM, if
  *   any — on the dispatcher thread, not in signal context, with the last SIGQUIT's siginfo
  *   and a zeroed ucontext. rtvm_destroy gives SIGQUIT back with the rules of the Signals
- *   section (a handler the host installed after the VM stays on top). Note that system()
- *   ignores SIGQUIT in its caller while the command runs: jcmd cannot attach meanwhile.
+ *   section (a handler the host installed after the VM stays on top) — except over SIG_DFL:
+ *   there rtvm's handler stays installed and only counts, as HotSpot's stays for the life of
+ *   the process, so that a late kill -3 (or an attach client that found the VM a moment
+ *   before) cannot end the host with a core dump; the next VM takes it over. A host that
+ *   wants SIG_DFL back sets it after rtvm_destroy. Note that system() ignores SIGQUIT in
+ *   its caller while the command runs: jcmd cannot attach meanwhile.
  *   -XX:+DisableAttachMechanism: SIGQUIT always dumps, no listener ever starts.
+ *
+ * SIGTERM, SIGINT, SIGHUP (HotSpot's shutdown signals; none with -Xrs)
+ *   rtvm_create takes those of the three whose action is SIG_DFL: a handler the host
+ *   installed stays the host's, and an ignored signal stays ignored (nohup). On one of
+ *   them the Signal Dispatcher removes the VM's files (/tmp/.java_pid<pid>, the perf data),
+ *   prints the NMT statistics with -XX:+PrintNMTStatistics, and ends the process by the
+ *   signal's default action — what SIG_DFL would have done, without the files left behind.
+ *   (The Rust API's InitArgs::exit_hook can end it with java's status instead; the rtvm
+ *   launcher does.) rtvm_destroy puts SIG_DFL back. A host with its own handlers removes
+ *   rtvm's files by calling rtvm_destroy.
  *
  * fork()
  *   In a child created by fork() after rtvm_create, the VM belongs to the parent: its

@@ -4,6 +4,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
+use std::sync::Arc;
 use std::time::Instant;
 
 use rtvm_flags::{ArgError, ArgErrorKind, EnvOptions, ParseOptions, XlogAction};
@@ -40,6 +41,27 @@ pub struct InitArgs {
     ///
     /// [`from_os`]: InitArgs::from_os
     raw: HashMap<String, Vec<u8>>,
+    /// What ends the process after a `SIGTERM`, `SIGINT` or `SIGHUP` ([`exit_hook`]).
+    ///
+    /// [`exit_hook`]: InitArgs::exit_hook
+    pub(crate) exit: Option<ExitHook>,
+}
+
+/// The embedder's exit hook ([`InitArgs::exit_hook`]).
+#[derive(Clone)]
+pub(crate) struct ExitHook(Arc<dyn Fn(i32) + Send + Sync>);
+
+impl ExitHook {
+    /// Calls the hook with the exit status.
+    pub(crate) fn call(&self, status: i32) {
+        (self.0)(status);
+    }
+}
+
+impl std::fmt::Debug for ExitHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ExitHook")
+    }
 }
 
 impl InitArgs {
@@ -56,6 +78,7 @@ impl InitArgs {
             command: None,
             launcher: None,
             raw: HashMap::new(),
+            exit: None,
         }
     }
 
@@ -107,6 +130,19 @@ impl InitArgs {
     /// Sends everything the VM prints to `hook` instead of the standard streams.
     pub fn output(mut self, hook: impl Fn(Stream, &str) + Send + Sync + 'static) -> InitArgs {
         self.output = Output::hook(hook);
+        self
+    }
+
+    /// What ends the process when a `SIGTERM`, `SIGINT` or `SIGHUP` that rtvm handles
+    /// arrives (JNI's `exit` option). rtvm handles those of the three whose action was
+    /// `SIG_DFL` when the VM was created, and none with `-Xrs`; on one, the "Signal
+    /// Dispatcher" thread removes the VM's files (the attach socket, the perf data), prints
+    /// the NMT statistics if asked, and calls `hook` with java's exit status, 128 + the
+    /// signal's number (143, 130, 129). If the hook returns, or there is none, the process
+    /// ends by the signal's default action — what it would have done without rtvm. The
+    /// `rtvm` launcher's hook is `std::process::exit`, as java exits.
+    pub fn exit_hook(mut self, hook: impl Fn(i32) + Send + Sync + 'static) -> InitArgs {
+        self.exit = Some(ExitHook(Arc::new(hook)));
         self
     }
 }

@@ -22,7 +22,9 @@
 //! Start-up follows HotSpot's order: flags are parsed (with `-Xlog` applied as it is met),
 //! the OS layer reports page sizes and THP modes, ergonomics fill in what the user did not
 //! set, the worker gang starts, the heap is reserved, committed and pretouched. Nothing in
-//! the library exits the process; errors come back as values.
+//! the library exits the process (a `SIGTERM`, `SIGINT` or `SIGHUP` left at `SIG_DFL` ends it
+//! as `SIG_DFL` would, once the VM's files are removed: [`InitArgs::exit_hook`]); errors come
+//! back as values.
 //!
 //! The embedding surface is this crate root: [`Vm`] and its [`InitArgs`], thread and heap
 //! handles, embedder memories, NMT, and the error types (with the OS error types they

@@ -7,12 +7,23 @@
 //! * **Other** — the C allocator's memory (glibc `mallinfo2`, process-wide).
 //!
 //! `detail` adds HotSpot's `Virtual memory map:` (every reservation with its committed part)
-//! and `Details:` (the sites that reserved memory) sections. Figures print in bytes, as
+//! and `Details:` (the sites that reserved memory) sections.
+//!
+//! Every byte counted appears in every report that breaks it down, as in java: a category is
+//! the sum of its sub-lines (the Thread category's stacks of ended threads kept for reuse
+//! have a `stack cache` line of their own, in `summary` and `summary.diff` alike), the
+//! virtual memory map lists every reservation the `mmap:` total counts (cached stacks
+//! included), and the `Details:` sites add up to it. Figures print in bytes, as
 //! `-XX:+PrintNMTStatistics` prints them at exit, or in a scale ([`NmtScale`]) as `jcmd
 //! VM.native_memory summary scale=KB` does: rounded to the nearest unit, suffixed `KB`, `MB`
 //! or `GB`.
 
+mod diff;
+
 use std::fmt::Write as _;
+
+/// The `Details:` site of the cached stacks.
+const CACHE_SITE: &str = "rtvm thread stack cache: stacks of ended threads kept for reuse";
 
 /// Reserved and committed bytes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -145,29 +156,37 @@ pub struct NmtSummary {
     pub stack_cache: (usize, Usage),
     /// The C allocator (`None` if it cannot say).
     pub malloc: Option<Usage>,
+    /// Whether this is a `detail` summary (the virtual memory map and the sites follow).
+    pub detail: bool,
     /// Per-stack lines (`detail` only).
     pub stack_details: Vec<StackDetail>,
+    /// The cached stacks, one line each (`detail` only; their names are empty).
+    pub stack_cache_details: Vec<StackDetail>,
     /// Embedder memories, each counted in its category.
     pub memories: Vec<MemoryDetail>,
 }
 
 impl NmtSummary {
     /// The summary of what the VM measured: the heap's figures, every live thread's stack
-    /// (name, mapping, resident bytes) and every embedder memory, plus the C allocator's
-    /// figures read now. `detail` keeps the per-stack lines.
+    /// (name, mapping, resident bytes), every stack in the cache and every embedder memory,
+    /// plus the C allocator's figures read now. `detail` keeps the per-stack lines.
     pub(crate) fn collect(
         heap: Usage,
         heap_range: std::ops::Range<usize>,
         heap_pages: &str,
         stacks: Vec<StackDetail>,
-        stack_cache: (usize, Usage),
+        cached: Vec<StackDetail>,
         memories: Vec<MemoryDetail>,
         detail: bool,
     ) -> NmtSummary {
-        let stack_usage = stacks.iter().fold(Usage::default(), |u, d| Usage {
-            reserved: u.reserved + (d.end - d.start) as u64,
-            committed: u.committed + d.committed,
-        });
+        let usage = |list: &[StackDetail]| {
+            list.iter().fold(Usage::default(), |u, d| Usage {
+                reserved: u.reserved + (d.end - d.start) as u64,
+                committed: u.committed + d.committed,
+            })
+        };
+        let stack_usage = usage(&stacks);
+        let stack_cache = (cached.len(), usage(&cached));
         let malloc = rtvm_os_linux::system::malloc_stats().map(|m| Usage {
             reserved: m.reserved,
             committed: m.in_use,
@@ -180,7 +199,9 @@ impl NmtSummary {
             stacks: stack_usage,
             stack_cache,
             malloc,
+            detail,
             stack_details: if detail { stacks } else { Vec::new() },
+            stack_cache_details: if detail { cached } else { Vec::new() },
             memories,
         }
     }
@@ -331,7 +352,7 @@ impl NmtSummary {
             sub(&mut s, &format!("(malloc={})", amount(m.committed)));
             let _ = writeln!(s, " ");
         }
-        if !self.stack_details.is_empty() {
+        if self.detail {
             self.write_detail(&mut s, scale);
         }
         s
@@ -346,158 +367,6 @@ impl NmtSummary {
         let title = "\nNative Memory Tracking:\n\n";
         let body = full.strip_prefix(title).unwrap_or(&full);
         format!("{title}(Omitting categories weighting less than 1{unit})\n\n{body}")
-    }
-
-    /// `jcmd VM.native_memory summary.diff`: this summary against `base`, as HotSpot 17
-    /// prints the comparison — each figure followed by its change (`+51520KB`, `-8KB`;
-    /// nothing when unchanged), the thread count with its change (`(thread #69 +50)`), no
-    /// malloc/mmap lines under the total, and no trailing space on sub-lines.
-    pub fn diff_report(&self, base: &NmtSummary, scale: NmtScale) -> String {
-        let amount = |v: u64| scale.show(v);
-        let delta = |now: u64, then: u64| scale.delta(now as i128 - then as i128);
-        let mut s = String::new();
-        let _ = writeln!(s);
-        let _ = writeln!(s, "Native Memory Tracking:");
-        let _ = writeln!(s);
-        let _ = writeln!(
-            s,
-            "(Omitting categories weighting less than 1{})",
-            scale.unit_name()
-        );
-        let _ = writeln!(s);
-        let (now, then) = (self.total(), base.total());
-        let _ = writeln!(
-            s,
-            "Total: reserved={}{}, committed={}{}",
-            amount(now.reserved),
-            delta(now.reserved, then.reserved),
-            amount(now.committed),
-            delta(now.committed, then.committed)
-        );
-        let _ = writeln!(s);
-        let usage = |u: Usage, b: Usage| {
-            format!(
-                "reserved={}{}, committed={}{}",
-                amount(u.reserved),
-                delta(u.reserved, b.reserved),
-                amount(u.committed),
-                delta(u.committed, b.committed)
-            )
-        };
-        let category = |s: &mut String, name: &str, u: Usage, b: Usage| {
-            let _ = writeln!(s, "-{name:>26} ({})", usage(u, b));
-        };
-        let sub = |s: &mut String, text: &str| {
-            let _ = writeln!(s, "{:28}{text}", "");
-        };
-        category(&mut s, "Java Heap", self.heap, base.heap);
-        sub(&mut s, &format!("(mmap: {})", usage(self.heap, base.heap)));
-        let _ = writeln!(s, " ");
-        category(&mut s, "Thread", self.thread_usage(), base.thread_usage());
-        let threads = self.thread_count as i64 - base.thread_count as i64;
-        if threads == 0 {
-            sub(&mut s, &format!("(thread #{})", self.thread_count));
-        } else {
-            sub(
-                &mut s,
-                &format!("(thread #{} {threads:+})", self.thread_count),
-            );
-        }
-        sub(
-            &mut s,
-            &format!("(stack: {})", usage(self.stacks, base.stacks)),
-        );
-        let _ = writeln!(s, " ");
-        let then_memories = base.memory_categories();
-        let mut names: Vec<String> = self
-            .memory_categories()
-            .into_iter()
-            .map(|(n, _)| n)
-            .collect();
-        for (n, _) in &then_memories {
-            if !names.contains(n) {
-                names.push(n.clone());
-            }
-        }
-        let now_memories = self.memory_categories();
-        let find = |list: &[(String, Usage)], n: &str| {
-            list.iter()
-                .find(|(c, _)| c == n)
-                .map(|(_, u)| *u)
-                .unwrap_or_default()
-        };
-        for n in names {
-            let (u, b) = (find(&now_memories, &n), find(&then_memories, &n));
-            category(&mut s, &n, u, b);
-            sub(&mut s, &format!("(mmap: {})", usage(u, b)));
-            let _ = writeln!(s, " ");
-        }
-        if let Some(m) = self.malloc {
-            let b = base.malloc.unwrap_or_default();
-            category(&mut s, "Other", m, b);
-            sub(
-                &mut s,
-                &format!(
-                    "(malloc={}{})",
-                    amount(m.committed),
-                    delta(m.committed, b.committed)
-                ),
-            );
-            let _ = writeln!(s, " ");
-        }
-        s
-    }
-
-    /// `detail.diff`: the summary comparison, then each reserving site's figures and change.
-    pub fn detail_diff_report(&self, base: &NmtSummary, scale: NmtScale) -> String {
-        let mut s = self.diff_report(base, scale);
-        let amount = |v: u64| scale.show(v);
-        let delta = |now: u64, then: u64| scale.delta(now as i128 - then as i128);
-        let site = |s: &mut String, what: &str, ty: &str, u: Usage, b: Usage| {
-            let _ = writeln!(s, "[{what}]");
-            let _ = writeln!(
-                s,
-                "{:29}(mmap: reserved={}{}, committed={}{} Type={ty})",
-                "",
-                amount(u.reserved),
-                delta(u.reserved, b.reserved),
-                amount(u.committed),
-                delta(u.committed, b.committed)
-            );
-            let _ = writeln!(s);
-        };
-        let _ = writeln!(s, "Details:");
-        let _ = writeln!(s);
-        site(
-            &mut s,
-            "rtvm heap reservation: Heap::reserve_and_commit",
-            "Java Heap",
-            self.heap,
-            base.heap,
-        );
-        site(
-            &mut s,
-            "rtvm thread stacks: StackMapping::map, attach",
-            "Thread Stack",
-            self.stacks,
-            base.stacks,
-        );
-        let then = base.memory_categories();
-        for (name, u) in self.memory_categories() {
-            let b = then
-                .iter()
-                .find(|(c, _)| *c == name)
-                .map(|(_, u)| *u)
-                .unwrap_or_default();
-            site(
-                &mut s,
-                "rtvm embedder memory: VmHandle::reserve_memory",
-                &name,
-                u,
-                b,
-            );
-        }
-        s
     }
 
     /// HotSpot's `detail` sections. rtvm records no call stacks: a site is named by the
@@ -548,6 +417,11 @@ impl NmtSummary {
             let what = format!("Thread Stack \"{}\"", d.name);
             region(s, (d.start, d.end), &what, (lo, d.end));
         }
+        for d in &self.stack_cache_details {
+            // What a cached stack keeps resident is at its top, where the next thread starts.
+            let lo = d.end.saturating_sub(d.committed as usize).max(d.start);
+            region(s, (d.start, d.end), "Thread Stack (cached)", (lo, d.end));
+        }
         for m in &self.memories {
             // An embedder memory commits from its base up.
             let hi = m.start + m.committed as usize;
@@ -577,6 +451,18 @@ impl NmtSummary {
             amount(self.stacks.committed)
         );
         let _ = writeln!(s);
+        let (cached, c) = self.stack_cache;
+        if cached > 0 {
+            let _ = writeln!(s, "[{CACHE_SITE}]");
+            let _ = writeln!(
+                s,
+                "{:29}(reserved={}, committed={} Type=Thread Stack)",
+                "",
+                amount(c.reserved),
+                amount(c.committed)
+            );
+            let _ = writeln!(s);
+        }
         for (name, u) in self.memory_categories() {
             let _ = writeln!(s, "[rtvm embedder memory: VmHandle::reserve_memory]");
             let _ = writeln!(
@@ -614,7 +500,9 @@ mod tests {
                 reserved: 9000000,
                 committed: 7262639,
             }),
+            detail: false,
             stack_details: vec![],
+            stack_cache_details: vec![],
         }
     }
 
@@ -694,6 +582,7 @@ mod tests {
     #[test]
     fn detail_sections() {
         let mut n = sample();
+        n.detail = true;
         n.stack_details.push(StackDetail {
             name: "main".into(),
             start: 0x1000_0000,
@@ -715,5 +604,78 @@ mod tests {
             r.contains("(reserved=6320816128, committed=406847488 Type=Java Heap)"),
             "{r}"
         );
+    }
+
+    /// A summary with two cached stacks of 1 MiB, 8 KiB resident each.
+    fn with_cache() -> NmtSummary {
+        let cached: Vec<StackDetail> = (0..2)
+            .map(|i| StackDetail {
+                name: String::new(),
+                start: 0x2000_0000 + i * 0x10_0000,
+                end: 0x2010_0000 + i * 0x10_0000,
+                committed: 8192,
+            })
+            .collect();
+        let mut n = sample();
+        n.detail = true;
+        n.stack_cache = (
+            2,
+            Usage {
+                reserved: 2 << 20,
+                committed: 16384,
+            },
+        );
+        n.stack_cache_details = cached;
+        n
+    }
+
+    #[test]
+    fn the_stack_cache_in_every_breakdown() {
+        let base = sample();
+        let now = with_cache();
+        let thread = now.thread_usage();
+        assert_eq!(
+            thread.reserved,
+            now.stacks.reserved + (2 << 20),
+            "Thread = stack + cache"
+        );
+        let d = now.diff_report(&base, NmtScale::Bytes);
+        assert!(
+            d.contains(&format!(
+                "Thread (reserved={} +2097152, committed={} +16384)\n",
+                thread.reserved, thread.committed
+            )),
+            "{d}"
+        );
+        assert!(
+            d.contains("\n                            (stack cache: #2 +2, reserved=2097152 +2097152, committed=16384 +16384)\n"),
+            "{d}"
+        );
+        // Unchanged: no deltas; emptied: the line stays, with the change.
+        let same = now.diff_report(&now, NmtScale::Bytes);
+        assert!(
+            same.contains("(stack cache: #2, reserved=2097152, committed=16384)\n"),
+            "{same}"
+        );
+        let emptied = base.diff_report(&now, NmtScale::Bytes);
+        assert!(
+            emptied.contains("(stack cache: #0 -2, reserved=0 -2097152, committed=0 -16384)\n"),
+            "{emptied}"
+        );
+        assert!(!base
+            .diff_report(&base, NmtScale::Bytes)
+            .contains("stack cache"));
+        // detail: each cached stack in the map, its resident part at the top; its own site.
+        let r = now.report();
+        assert!(r.contains("[0x0000000020100000 - 0x0000000020200000] reserved 1048576 for Thread Stack (cached)\n\t[0x00000000201fe000 - 0x0000000020200000] committed 8192\n"), "{r}");
+        assert!(
+            r.contains(&format!(
+                "[{CACHE_SITE}]\n{:29}(reserved=2097152, committed=16384 Type=Thread Stack)\n",
+                ""
+            )),
+            "{r}"
+        );
+        let dd = now.detail_diff_report(&base, NmtScale::Bytes);
+        assert!(dd.contains(&format!("[{CACHE_SITE}]\n{:29}(mmap: reserved=2097152 +2097152, committed=16384 +16384 Type=Thread Stack)\n", "")), "{dd}");
     }
 }

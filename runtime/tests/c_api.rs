@@ -71,6 +71,8 @@ rtvm_testkit::tests!(
     a_hook_calling_back_gets_einval_not_a_deadlock,
     the_smallest_stack_keeps_hotspots_40k,
     a_hosts_sigquit_handler_runs_and_jcmd_still_works,
+    a_hosts_sigterm_handler_stays_and_destroy_gives_sig_dfl_back,
+    sigint_removes_the_vms_files_then_ends_the_host_by_default,
     c_stops_find_every_pointer_in_frames_at_o0,
     c_stops_find_every_pointer_in_registers_at_o2,
     c_a_signal_during_enter_and_leave_keeps_the_published_registers,
@@ -678,4 +680,43 @@ fn the_smallest_stack_keeps_hotspots_40k() -> Outcome {
 fn a_hosts_sigquit_handler_runs_and_jcmd_still_works() -> Outcome {
     require_tool("jcmd", have("jcmd"))?;
     host_safety("quit-host")
+}
+
+fn a_hosts_sigterm_handler_stays_and_destroy_gives_sig_dfl_back() -> Outcome {
+    host_safety("terminate-host")
+}
+
+/// An embedder without a SIGINT handler of its own, and no exit hook (C has none): the
+/// VM's socket and perf data are removed, then the process ends by SIGINT, as it would have
+/// without rtvm.
+fn sigint_removes_the_vms_files_then_ends_the_host_by_default() -> Outcome {
+    use std::os::unix::process::ExitStatusExt;
+    c_toolchain()?;
+    let o = command(host_safety_binary())
+        .arg("terminate-default")
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    let pid: u32 = out
+        .lines()
+        .find_map(|l| l.strip_prefix("VM UP "))
+        .and_then(|p| p.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no VM UP line: {o:?}"));
+    assert_eq!(
+        o.status.signal(),
+        Some(libc::SIGINT),
+        "the host did not end by SIGINT: {o:?}"
+    );
+    let socket = PathBuf::from(format!("/tmp/.java_pid{pid}"));
+    let perf = rtvm_os_linux::perfmem::user_directory().join(pid.to_string());
+    assert!(
+        !socket.exists() && !perf.exists(),
+        "left behind: socket {}, perf data {}",
+        socket.exists(),
+        perf.exists()
+    );
+    println!(
+        "SIGINT: the socket and the perf data of {pid} removed, then the host ended by SIGINT"
+    );
+    Ok(())
 }

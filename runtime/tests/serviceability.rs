@@ -1,6 +1,7 @@
 //! Serviceability inside one process, each case in a child so this test process keeps its
 //! signal dispositions and files: diagnostic commands and thread dumps through the API; a
-//! SIGQUIT dump through the embedder's output hook; destroy while an attach client is
+//! SIGQUIT dump through the embedder's output hook, and a SIGQUIT after destroy absorbed
+//! (counted, nothing printed, the process lives on); destroy while an attach client is
 //! connected (prompt, and no socket, perf file or thread left); 100 create/destroy cycles
 //! that each serve an attach request leave no descriptor, thread or file behind.
 
@@ -40,6 +41,18 @@ fn thread_names() -> Vec<String> {
         .collect()
 }
 
+/// Whether signal `sig` is ignored in this process (`SigIgn` of its status).
+fn signal_ignored(sig: u32) -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("SigIgn:"))
+                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        })
+        .is_some_and(|mask| mask & (1 << (sig - 1)) != 0)
+}
+
 fn fd_count() -> usize {
     std::fs::read_dir("/proc/self/fd").unwrap().count()
 }
@@ -62,6 +75,7 @@ fn commands_and_dumps_through_the_api() {
     }
     let printed = Arc::new(Mutex::new(String::new()));
     let sink = Arc::clone(&printed);
+    let quit_was_ignored = signal_ignored(3);
     let vm = Vm::create(
         InitArgs::new(["-Xmx32m", "-XX:NativeMemoryTracking=summary"])
             .command("Embedded --mode test")
@@ -90,7 +104,16 @@ fn commands_and_dumps_through_the_api() {
         nmt.contains("(Omitting categories weighting less than 1MB)"),
         "{nmt}"
     );
-    // The dump names every registry thread with its kernel tid.
+    // The dump names every registry thread with its kernel tid (once each has published it:
+    // a thread registered a moment ago, the Signal Dispatcher say, may not have yet).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while vm.threads().iter().any(|t| t.tid() == 0) {
+        assert!(
+            Instant::now() < deadline,
+            "a thread never published its tid"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
     let dump = vm.thread_dump();
     for t in vm.threads() {
         assert!(
@@ -118,10 +141,34 @@ fn commands_and_dumps_through_the_api() {
     }
     assert!(rtvm_os_linux::quit::quit_count() > before);
     vm.shutdown().unwrap();
-    assert!(
-        !rtvm_os_linux::quit::handler_installed(),
-        "SIGQUIT given back"
-    );
+    if quit_was_ignored {
+        assert!(
+            !rtvm_os_linux::quit::handler_installed(),
+            "SIGQUIT given back (ignored)"
+        );
+    } else {
+        // Over SIG_DFL rtvm's handler stays, counting only: a late kill -3 (or an attach
+        // client that found the VM a moment before) does not dump the host's core.
+        assert!(rtvm_os_linux::quit::handler_installed());
+        let (count, text) = (
+            rtvm_os_linux::quit::quit_count(),
+            printed.lock().unwrap().len(),
+        );
+        std::process::Command::new("kill")
+            .args(["-QUIT", &std::process::id().to_string()])
+            .status()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while rtvm_os_linux::quit::quit_count() == count {
+            assert!(
+                Instant::now() < deadline,
+                "the SIGQUIT after destroy was not counted"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(printed.lock().unwrap().len(), text, "a dump after destroy");
+    }
     println!("CHILD OK");
 }
 
@@ -184,4 +231,61 @@ fn create_destroy_cycles_leave_nothing() {
     );
     println!("100 cycles: {fds} descriptors, {threads} threads before and after");
     println!("CHILD OK");
+}
+
+/// A SIGHUP to an embedder with an exit hook (`InitArgs::exit_hook`): the hook is called on
+/// the Signal Dispatcher with java's status, 129, once the socket and the perf data are gone.
+#[test]
+fn sighup_calls_the_exit_hook_after_the_files_are_gone() {
+    use std::os::unix::process::ExitStatusExt;
+    if child_role().is_none() {
+        // SIGHUP at its default in the child, whatever this process inherited (nohup).
+        let out = std::process::Command::new("env")
+            .arg("--default-signal=HUP")
+            .arg(std::env::current_exe().unwrap())
+            .args([
+                "sighup_calls_the_exit_hook_after_the_files_are_gone",
+                "--exact",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(rtvm_testkit::child::CHILD_ROLE, "child")
+            .env_remove("RTVM_OPTIONS")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.code() == Some(129) && out.status.signal().is_none(),
+            "{}",
+            describe(&out)
+        );
+        assert!(
+            text.contains("EXIT HOOK 129 on \"Signal Dispatch\": socket false, perf data false"),
+            "{}",
+            describe(&out)
+        );
+        return;
+    }
+    let vm = Vm::create(
+        InitArgs::new(["-Xmx32m", "-XX:+StartAttachListener"]).exit_hook(|status| {
+            let name = std::fs::read_to_string("/proc/thread-self/comm").unwrap_or_default();
+            let name = name.trim();
+            println!(
+                "EXIT HOOK {status} on {name:?}: socket {}, perf data {}",
+                socket().exists(),
+                perf_file().exists()
+            );
+            std::process::exit(status);
+        }),
+    )
+    .unwrap();
+    assert!(socket().exists() && perf_file().exists());
+    assert!(!signal_ignored(1), "SIGHUP is ignored in the child");
+    std::process::Command::new("kill")
+        .args(["-HUP", &std::process::id().to_string()])
+        .status()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(30));
+    drop(vm);
+    panic!("SIGHUP did not end the process");
 }

@@ -7,7 +7,8 @@
  *          of the child alone: nothing of the machine changes). For every case — cgroup v2 at
  *          the root of its namespace (Docker's and containerd's layout), nested, with quotas,
  *          and memory.max or cpu.max garbage, empty, missing, negative, too large, above the
- *          host, zero, padded, on a second line, not UTF-8; cgroup v1 the same, with memory.stat
+ *          host, zero, padded, on a second line, not UTF-8, a directory (java's "Empty
+ *          file"); cgroup v1 the same, with memory.stat
  *          and memory.use_hierarchy variants; a mountinfo with a non-UTF-8 mount point;
  *          -XX:ActiveProcessorCount — the os+container lines up to gc+init, the heap sizes of
  *          -XX:+PrintFlagsFinal and gc+init's CPUs line are java's. The one deliberate
@@ -121,6 +122,12 @@ fn cases() -> Vec<Case> {
     let mut odd = v1("v1 with a non-UTF-8 mount point elsewhere", &[]);
     odd.extra_mount = Some(b"40 23 0:40 / /mnt/caf\xe9 rw,relatime - tmpfs tmpfs rw\n".to_vec());
     c.push(odd);
+    // A limit file that is a directory: glibc's fopen opens it, the first read finds nothing.
+    let mut dir = v1("v1 limit file is a directory", &[("memory.limit_in_bytes", None)]);
+    dir.files.push(("memory/box/memory.limit_in_bytes/x".into(), b"1\n".to_vec()));
+    c.push(dir);
+    let dir = v2("v2 limit files are directories", "/", &[("memory.max/x", b"1\n"), ("cpu.max/x", b"1\n")]);
+    c.push(dir);
     let mut ap = v2("v2 with -XX:ActiveProcessorCount=1", "/", &[("memory.max", b"536870912\n"), ("cpu.max", b"150000 100000\n")]);
     ap.options = &["-XX:ActiveProcessorCount=1"];
     c.push(ap);

@@ -5,16 +5,19 @@
 //!   the effective uid and gid); a peer whose `SO_PEERCRED` euid and egid differ from the
 //!   VM's (root excepted) is dropped.
 //! * A request is `1\0<op>\0<arg0>\0<arg1>\0<arg2>\0`: another version is answered `101`; an
-//!   operation name over 16 bytes or an argument over 1024 is closed without a reply. The
-//!   reply is `<status>\n` and the text, then the connection is closed.
+//!   operation name over 16 bytes or an argument over 1024 is closed without a reply once
+//!   the request has been read (HotSpot reads up to 3095 bytes first). The reply is
+//!   `<status>\n` and the text, then the connection is closed.
 //! * Operations: `jcmd` (diagnostic commands), `threaddump` (`jstack`), `printflag` and
 //!   `setflag` (`jinfo -flag`), `properties`, `agentProperties`, `datadump`; anything else
 //!   gets `-1` and `Operation X not recognized!`.
-//! * Better than HotSpot where it costs nothing: a client has 2 s to send its request and
-//!   must keep reading the reply (10 s without progress ends it), so a client that connects
-//!   and never writes, or never reads, cannot hold up the next ones; the VM's destroy wakes
-//!   the listener out of any wait. An embedder's command is answered by its own thread
-//!   (`answer_later`), so one that runs long holds up only its client.
+//! * Better than HotSpot where it costs nothing: clients are served side by side on the one
+//!   listener thread (up to 128 connections at once, polled; commands still run one at a
+//!   time), so a client that connects and never writes, or never reads its reply, delays no
+//!   other; it is dropped after 2 s without a complete request, or 10 s without reading.
+//!   HotSpot serves one connection at a time and waits for a silent one for ever. The VM's
+//!   destroy wakes the listener out of any wait. An embedder's command is answered by its
+//!   own thread (`answer_later`), so one that runs long holds up only its client.
 //! * The socket is removed when the listener stops; if it disappears meanwhile (a tmp
 //!   cleaner), the next `SIGQUIT` with a trigger file makes it again (JDK-8225690).
 
@@ -28,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use rtvm_flags::{flag, Source, Value, WriteError};
 use rtvm_os_linux::attach::{
-    bind_private_socket, effective_ids, peer_credentials, wait_readable, Readiness, Waker,
+    bind_private_socket, effective_ids, peer_credentials, wait_any, Interest, Waker,
 };
 
 use super::context::Context;
@@ -106,9 +109,14 @@ impl Listener {
         }
     }
 
+    /// Whether the socket is there (a tmp cleaner may have removed it).
+    pub(crate) fn socket_exists(&self) -> bool {
+        std::fs::symlink_metadata(socket_path()).is_ok()
+    }
+
     /// Makes the socket again if it has gone (the listener does it, between clients).
     pub(crate) fn ensure_socket(&self) {
-        if !socket_path().exists() {
+        if !self.socket_exists() {
             self.recreate.store(true, Ordering::Release);
             self.waker.wake();
         }
@@ -123,6 +131,11 @@ impl Listener {
     }
 }
 
+/// The listener's loop: every client is served as far as it lets itself be, and none waits
+/// for another (only for the commands themselves, which run here one at a time). A client
+/// is read while it sends, answered as soon as its request is complete, and written to while
+/// it reads; one that stays silent past [`REQUEST_DEADLINE`] or stops reading for
+/// [`REPLY_STALL`] is dropped — meanwhile the others go on.
 fn serve(
     ctx: &Context,
     mut socket: UnixListener,
@@ -131,195 +144,328 @@ fn serve(
     recreate: &AtomicBool,
 ) {
     let path = socket_path();
-    loop {
-        if stop.load(Ordering::Acquire) {
-            break;
-        }
-        match wait_readable(socket.as_raw_fd(), waker, None) {
-            Ok(Readiness::Woken) => {
-                waker.drain();
-                if recreate.swap(false, Ordering::AcqRel) && !path.exists() {
-                    match bind_private_socket(&path, 64) {
-                        Ok(s) => {
-                            socket = s;
-                            log::info!(target: "attach", "Attach socket {} re-created", path.display());
-                        }
-                        Err(e) => {
-                            log::warn!(target: "attach", "Re-creating the attach socket {} failed: {e}", path.display())
-                        }
-                    }
-                }
+    let mut clients: Vec<Client> = Vec::new();
+    if let Err(e) = socket.set_nonblocking(true) {
+        log::warn!(target: "attach", "The attach listener stops: {e}");
+        let _ = std::fs::remove_file(&path);
+        return;
+    }
+    while !stop.load(Ordering::Acquire) {
+        let now = Instant::now();
+        clients.retain(|c| match c.expired(now) {
+            Some(why) => {
+                log::debug!(target: "attach", "Attach connection dropped: {why}");
+                false
             }
-            Ok(Readiness::Ready) => match socket.accept() {
-                Ok((stream, _)) => {
-                    serve_client(ctx, stream, waker, stop);
-                    // Idle again: give back what the command's frames touched (a thread
-                    // dump of many threads runs deep).
-                    let _ = ctx.registry.trim_current_stack();
-                }
-                Err(e) => log::debug!(target: "attach", "accept failed: {e}"),
-            },
-            Ok(Readiness::TimedOut) => {}
+            None => true,
+        });
+        let mut interests = Vec::with_capacity(clients.len() + 1);
+        interests.push(Interest {
+            fd: socket.as_raw_fd(),
+            readable: clients.len() < MAX_CLIENTS,
+            writable: false,
+        });
+        interests.extend(clients.iter().map(Client::interest));
+        let timeout = clients
+            .iter()
+            .map(|c| c.due().saturating_duration_since(now))
+            .min();
+        let (woken, events) = match wait_any(&interests, waker, timeout) {
+            Ok(seen) => seen,
             Err(e) => {
                 log::warn!(target: "attach", "The attach listener stops: poll failed: {e}");
                 break;
             }
+        };
+        if woken {
+            waker.drain();
+            if recreate.swap(false, Ordering::AcqRel) && std::fs::symlink_metadata(&path).is_err() {
+                match bind_private_socket(&path, 64).and_then(|s| {
+                    s.set_nonblocking(true)?;
+                    Ok(s)
+                }) {
+                    Ok(s) => {
+                        socket = s;
+                        log::info!(target: "attach", "Attach socket {} re-created", path.display());
+                    }
+                    Err(e) => {
+                        log::warn!(target: "attach", "Re-creating the attach socket {} failed: {e}", path.display())
+                    }
+                }
+            }
+            continue;
+        }
+        // Clients first (their events are for these descriptors), then new connections.
+        let mut served = false;
+        for (i, seen) in events.iter().enumerate().skip(1).rev() {
+            if !seen.any() {
+                continue;
+            }
+            match clients[i - 1].progress(ctx, &mut served) {
+                Ok(true) => {}
+                Ok(false) => {
+                    clients.swap_remove(i - 1);
+                }
+                Err(why) => {
+                    log::debug!(target: "attach", "Attach connection dropped: {why}");
+                    clients.swap_remove(i - 1);
+                }
+            }
+        }
+        if events[0].readable {
+            accept_all(&socket, &mut clients);
+        }
+        if served {
+            // Idle again: give back what the command's frames touched (a thread dump of
+            // many threads runs deep).
+            let _ = ctx.registry.trim_current_stack();
         }
     }
+    drop(clients);
     let _ = std::fs::remove_file(&path);
     log::debug!(target: "attach", "Attach listener stopped");
 }
 
-/// Reads up to `buf.len()` bytes, waiting at most until `deadline` (or a wake).
-fn read_some(
-    stream: &mut UnixStream,
-    waker: &Waker,
-    buf: &mut [u8],
-    deadline: Instant,
-) -> io::Result<usize> {
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(io::Error::new(io::ErrorKind::TimedOut, "request deadline"));
+/// How many clients are served at once; more wait in the socket's backlog until one of
+/// these is answered or dropped.
+const MAX_CLIENTS: usize = 128;
+
+/// Accepts every waiting connection (up to [`MAX_CLIENTS`]), dropping peers of another user
+/// or group at once, as HotSpot does.
+fn accept_all(socket: &UnixListener, clients: &mut Vec<Client>) {
+    while clients.len() < MAX_CLIENTS {
+        let stream = match socket.accept() {
+            Ok((stream, _)) => stream,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                log::debug!(target: "attach", "accept failed: {e}");
+                return;
+            }
+        };
+        let (euid, egid) = effective_ids();
+        match peer_credentials(&stream) {
+            Ok(c) if c.uid == 0 || (c.uid == euid && c.gid == egid) => {}
+            // HotSpot's words and level: the application's stdout is its own.
+            Ok(c) => {
+                log::debug!(target: "attach", "euid/egid check failed ({}/{} vs {euid}/{egid})", c.uid, c.gid);
+                continue;
+            }
+            Err(e) => {
+                log::debug!(target: "attach", "Failed to get socket option SO_PEERCRED ({e})");
+                continue;
+            }
         }
-        match wait_readable(stream.as_raw_fd(), waker, Some(left))? {
-            Readiness::Ready => match stream.read(buf) {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                r => return r,
+        if let Err(e) = stream.set_nonblocking(true) {
+            log::debug!(target: "attach", "Attach connection dropped: {e}");
+            continue;
+        }
+        clients.push(Client {
+            stream,
+            state: State::Reading {
+                request: RequestReader::default(),
+                deadline: Instant::now() + REQUEST_DEADLINE,
             },
-            Readiness::Woken => return Err(io::Error::new(io::ErrorKind::Interrupted, "stopping")),
-            Readiness::TimedOut => {}
-        }
+        });
     }
 }
 
-/// The request's strings: version, operation and three arguments, with HotSpot's limits.
+/// One connection being served.
+struct Client {
+    stream: UnixStream,
+    state: State,
+}
+
+enum State {
+    /// Its request is coming; it must be complete by `deadline`.
+    Reading {
+        request: RequestReader,
+        deadline: Instant,
+    },
+    /// Its reply is going out; `sent` bytes of it so far, the last at `progress`.
+    Writing {
+        reply: Vec<u8>,
+        sent: usize,
+        progress: Instant,
+    },
+}
+
+impl Client {
+    fn interest(&self) -> Interest {
+        let reading = matches!(self.state, State::Reading { .. });
+        Interest {
+            fd: self.stream.as_raw_fd(),
+            readable: reading,
+            writable: !reading,
+        }
+    }
+
+    /// When this client's time is up.
+    fn due(&self) -> Instant {
+        match &self.state {
+            State::Reading { deadline, .. } => *deadline,
+            State::Writing { progress, .. } => *progress + REPLY_STALL,
+        }
+    }
+
+    /// Why the client is dropped now, if its time is up.
+    fn expired(&self, now: Instant) -> Option<&'static str> {
+        if now < self.due() {
+            return None;
+        }
+        Some(match self.state {
+            State::Reading { .. } => "no complete request within the deadline",
+            State::Writing { .. } => "the client stopped reading its reply",
+        })
+    }
+
+    /// Reads or writes what can be without waiting; runs the request once it is complete
+    /// (`served` then set). `Ok(true)`: keep serving it; `Ok(false)`: done (answered, or
+    /// closed without a reply as HotSpot closes a bad request); `Err`: dropped, and why.
+    fn progress(&mut self, ctx: &Context, served: &mut bool) -> Result<bool, String> {
+        if let State::Reading { request, .. } = &mut self.state {
+            let mut buf = [0u8; 512];
+            let reply = loop {
+                match self.stream.read(&mut buf) {
+                    Ok(0) => {
+                        return Err(format!(
+                            "incomplete request ({} of 5 strings)",
+                            request.strings()
+                        ))
+                    }
+                    Ok(n) => match request.feed(&buf[..n]) {
+                        None => {}
+                        Some(Request::Complete(parts))
+                            if parts[1] == "jcmd" && dcmd::is_embedders(ctx, &parts[2]) =>
+                        {
+                            // The embedder's command runs, and answers, on its own thread:
+                            // however long it takes, it holds up only its own client.
+                            let stream = self
+                                .stream
+                                .try_clone()
+                                .map_err(|e| format!("handing the client over: {e}"))?;
+                            answer_later(ctx, stream, &parts[2]);
+                            return Ok(false);
+                        }
+                        Some(Request::Complete(parts)) => {
+                            *served = true;
+                            break execute(ctx, &parts[1], &parts[2..]);
+                        }
+                        Some(Request::Version) => break (101, String::new()),
+                        Some(Request::Drop(why)) => return Err(why),
+                    },
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(true),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(format!("reading the request: {e}")),
+                }
+            };
+            let (status, text) = reply;
+            let mut bytes = format!("{status}\n").into_bytes();
+            bytes.extend_from_slice(text.as_bytes());
+            self.state = State::Writing {
+                reply: bytes,
+                sent: 0,
+                progress: Instant::now(),
+            };
+        }
+        let State::Writing {
+            reply,
+            sent,
+            progress,
+        } = &mut self.state
+        else {
+            return Ok(true);
+        };
+        while *sent < reply.len() {
+            match self.stream.write(&reply[*sent..]) {
+                Ok(n) => {
+                    *sent += n;
+                    *progress = Instant::now();
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(true),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(format!("reply not delivered: {e}")),
+            }
+        }
+        let _ = self.stream.shutdown(std::net::Shutdown::Both);
+        Ok(false)
+    }
+}
+
+/// What a request came to.
 enum Request {
+    /// The version, operation and three arguments.
     Complete(Vec<String>),
     /// Another protocol version: answered 101.
     Version,
-    /// Too long, incomplete or unreadable: closed without a reply.
+    /// Too long: closed without a reply.
     Drop(String),
 }
 
-fn read_request(stream: &mut UnixStream, waker: &Waker) -> Request {
-    let deadline = Instant::now() + REQUEST_DEADLINE;
-    let mut parts: Vec<String> = Vec::with_capacity(5);
-    let mut current = Vec::new();
-    let mut buf = [0u8; 512];
-    loop {
-        let n = match read_some(stream, waker, &mut buf, deadline) {
-            Ok(0) => {
-                return Request::Drop(format!("incomplete request ({} of 5 strings)", parts.len()))
-            }
-            Ok(n) => n,
-            Err(e) => return Request::Drop(format!("reading the request: {e}")),
-        };
-        for &b in &buf[..n] {
-            if b != 0 {
-                current.push(b);
-                let limit = match parts.len() {
-                    0 => 8,
-                    1 => NAME_MAX,
-                    _ => ARG_MAX,
-                };
-                if current.len() > limit {
-                    return Request::Drop(format!(
-                        "string {} longer than {limit} bytes",
-                        parts.len()
-                    ));
+/// A request's bytes as they arrive, read as HotSpot reads them: up to [`REQUEST_MAX`]
+/// bytes or five NUL-terminated strings (version, operation, three arguments), the version
+/// checked as soon as it is complete; then the lengths (an operation over [`NAME_MAX`] or an
+/// argument over [`ARG_MAX`] bytes is closed without a reply — after the whole request was
+/// read, so the client sees the connection close, not a broken pipe).
+#[derive(Default)]
+struct RequestReader {
+    bytes: Vec<u8>,
+    strings: usize,
+}
+
+/// HotSpot's request buffer: `"1\0"`'s size plus one, then the name and three arguments
+/// with their NULs.
+const REQUEST_MAX: usize = 3 + (NAME_MAX + 1) + 3 * (ARG_MAX + 1);
+
+impl RequestReader {
+    /// Strings received so far.
+    fn strings(&self) -> usize {
+        self.strings
+    }
+
+    /// Takes more bytes; `Some` once the request is decided.
+    fn feed(&mut self, bytes: &[u8]) -> Option<Request> {
+        for &b in bytes {
+            self.bytes.push(b);
+            if b == 0 {
+                self.strings += 1;
+                if self.strings == 1 && self.bytes != b"1\0" {
+                    return Some(Request::Version);
                 }
-                continue;
             }
-            parts.push(String::from_utf8_lossy(&current).into_owned());
-            current.clear();
-            if parts.len() == 1 && parts[0] != "1" {
-                return Request::Version;
-            }
-            if parts.len() == 5 {
-                return Request::Complete(parts);
+            if self.strings == 5 || self.bytes.len() == REQUEST_MAX {
+                return Some(self.decide());
             }
         }
+        None
+    }
+
+    fn decide(&mut self) -> Request {
+        if self.strings != 5 {
+            return Request::Drop(format!(
+                "incomplete request ({} of 5 strings in {} bytes)",
+                self.strings,
+                self.bytes.len()
+            ));
+        }
+        let parts: Vec<&[u8]> = self.bytes.split(|&b| b == 0).take(5).collect();
+        if parts[1].len() > NAME_MAX {
+            return Request::Drop(format!("operation name longer than {NAME_MAX} bytes"));
+        }
+        if let Some(i) = parts[2..].iter().position(|a| a.len() > ARG_MAX) {
+            return Request::Drop(format!("argument {i} longer than {ARG_MAX} bytes"));
+        }
+        Request::Complete(
+            parts
+                .iter()
+                .map(|p| String::from_utf8_lossy(p).into_owned())
+                .collect(),
+        )
     }
 }
 
-/// Writes all of `data`, giving up when the client makes no progress for [`REPLY_STALL`]
-/// or the listener is told to stop.
-fn write_all(
-    stream: &mut UnixStream,
-    waker: &Waker,
-    stop: &AtomicBool,
-    mut data: &[u8],
-) -> io::Result<()> {
-    let mut last_progress = Instant::now();
-    while !data.is_empty() {
-        if stop.load(Ordering::Acquire) {
-            return Err(io::Error::new(io::ErrorKind::Interrupted, "stopping"));
-        }
-        match stream.write(data) {
-            Ok(n) => {
-                data = &data[n..];
-                last_progress = Instant::now();
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                if last_progress.elapsed() > REPLY_STALL {
-                    return Err(io::Error::new(
-                        io::ErrorKind::TimedOut,
-                        "the client stopped reading",
-                    ));
-                }
-                rtvm_os_linux::attach::wait_writable(
-                    stream.as_raw_fd(),
-                    waker,
-                    Some(Duration::from_millis(200)),
-                )?;
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
-}
-
-fn serve_client(ctx: &Context, mut stream: UnixStream, waker: &Waker, stop: &AtomicBool) {
-    let (euid, egid) = effective_ids();
-    match peer_credentials(&stream) {
-        Ok(c) if c.uid == 0 || (c.uid == euid && c.gid == egid) => {}
-        Ok(c) => {
-            log::warn!(target: "attach", "Attach from pid {} refused: its uid/gid {}/{} are not the VM's {euid}/{egid}", c.pid, c.uid, c.gid);
-            return;
-        }
-        Err(e) => {
-            log::debug!(target: "attach", "Attach refused: no peer credentials ({e})");
-            return;
-        }
-    }
-    if let Err(e) = stream.set_nonblocking(true) {
-        log::debug!(target: "attach", "Attach connection dropped: {e}");
-        return;
-    }
-    let (status, text) = match read_request(&mut stream, waker) {
-        Request::Complete(parts) if parts[1] == "jcmd" && dcmd::is_embedders(ctx, &parts[2]) => {
-            return answer_later(ctx, stream, &parts[2]);
-        }
-        Request::Complete(parts) => execute(ctx, &parts[1], &parts[2..]),
-        Request::Version => (101, String::new()),
-        Request::Drop(why) => {
-            log::debug!(target: "attach", "Attach connection dropped: {why}");
-            return;
-        }
-    };
-    let mut reply = format!("{status}\n").into_bytes();
-    reply.extend_from_slice(text.as_bytes());
-    if let Err(e) = write_all(&mut stream, waker, stop, &reply) {
-        log::debug!(target: "attach", "Attach reply not delivered: {e}");
-    }
-    let _ = stream.shutdown(std::net::Shutdown::Both);
-}
-
-/// An embedder's command may take long (a `GC.run` waits for a collection): the handler's
-/// own thread answers the client — a write bounded by [`REPLY_STALL`] — and the listener goes
-/// on serving the others at once.
+/// Answers an embedder's diagnostic command from the thread that runs it (blocking writes,
+/// [`REPLY_STALL`] at most without progress).
 fn answer_later(ctx: &Context, stream: UnixStream, line: &str) {
     let blocking = stream
         .set_nonblocking(false)
@@ -395,4 +541,45 @@ fn print_flag(ctx: &Context, name: &str) -> String {
 /// Whether `-XX:+DisableAttachMechanism` leaves the listener off.
 pub(crate) fn attach_disabled(ctx: &Context) -> bool {
     ctx.flags.get(flag::DisableAttachMechanism)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(chunks: &[&[u8]]) -> Option<Request> {
+        let mut r = RequestReader::default();
+        chunks.iter().find_map(|c| r.feed(c))
+    }
+
+    #[test]
+    fn requests_as_hotspot_reads_them() {
+        match read(&[b"1\0jc", b"md\0VM.version\0\0\0"]) {
+            Some(Request::Complete(p)) => assert_eq!(p, ["1", "jcmd", "VM.version", "", ""]),
+            _ => panic!("a whole request in two pieces"),
+        }
+        assert!(matches!(read(&[b"2\0"]), Some(Request::Version)));
+        assert!(matches!(read(&[b"11\0jcmd\0"]), Some(Request::Version)));
+        // A long argument is read to the end of the request, then refused.
+        let mut long = b"1\0jcmd\0".to_vec();
+        long.extend(std::iter::repeat_n(b'x', 1100));
+        long.extend_from_slice(b"\0\0");
+        let mut r = RequestReader::default();
+        assert!(
+            r.feed(&long).is_none(),
+            "not decided before the last string"
+        );
+        assert!(matches!(r.feed(b"\0"), Some(Request::Drop(_))));
+        assert!(matches!(
+            read(&[b"1\0jcmd_with_a_long_name\0\0\0\0"]),
+            Some(Request::Drop(_))
+        ));
+        // No NUL at all: decided when HotSpot's buffer would be full.
+        let mut r = RequestReader::default();
+        assert!(r.feed(b"1\0").is_none());
+        assert!(matches!(
+            r.feed(&vec![b'y'; REQUEST_MAX]),
+            Some(Request::Drop(_))
+        ));
+    }
 }

@@ -6,6 +6,7 @@ use std::time::{Instant, SystemTime};
 
 use rtvm_flags::{flag, Flags};
 
+use crate::args::ExitHook;
 use crate::heap::Heap;
 use crate::memory::MemoryRegistry;
 use crate::nmt::{NmtSummary, StackDetail, Usage};
@@ -43,6 +44,8 @@ pub(crate) struct Context {
     pub(crate) baseline: Mutex<Option<NmtSummary>>,
     /// The diagnostic commands the embedder registered.
     pub(crate) dcmds: Arc<EmbedderCommands>,
+    /// The embedder's exit hook, for the end a `SIGTERM`, `SIGINT` or `SIGHUP` brings.
+    pub(crate) exit: Option<ExitHook>,
 }
 
 impl Context {
@@ -70,19 +73,24 @@ impl Context {
             reserved: heap.stats().reserved as u64,
             committed: heap.os_committed() as u64,
         };
-        let cache = self.registry.stack_cache().usage();
+        let cached = self
+            .registry
+            .stack_cache()
+            .mappings()
+            .into_iter()
+            .map(|(mapping, resident)| StackDetail {
+                name: String::new(),
+                start: mapping.start,
+                end: mapping.end,
+                committed: resident as u64,
+            })
+            .collect();
         Some(NmtSummary::collect(
             usage,
             heap.range(),
             heap.page_description(),
             stacks,
-            (
-                cache.stacks,
-                Usage {
-                    reserved: cache.reserved as u64,
-                    committed: cache.resident as u64,
-                },
-            ),
+            cached,
             self.memories.usage(),
             mode == "detail",
         ))

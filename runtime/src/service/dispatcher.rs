@@ -3,11 +3,15 @@
 //! signal thread does:
 //!
 //! * a trigger file `.attach_pid<pid>` in the working directory or in `/tmp`, owned by the
-//!   VM's effective user or by root, and attach not disabled: start the attach listener (or
-//!   make its socket again if it has gone) and print nothing;
+//!   VM's effective user or by root, attach not disabled, and no listener running: start the
+//!   attach listener and print nothing; with the listener running, a trigger file counts
+//!   only if its socket has gone (made again, nothing printed);
 //! * otherwise print a thread dump on stdout (or the embedder's output hook), then call the
 //!   `SIGQUIT` handler the process had before the VM, if it had one — on this thread, not in
 //!   signal context.
+//!
+//! A `SIGTERM`, `SIGINT` or `SIGHUP` it was posted (where rtvm handles them) ends the
+//! process the way java's exit does (`exit`).
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,6 +21,7 @@ use rtvm_os_linux::quit;
 
 use super::attach::{attach_disabled, Listener};
 use super::context::Context;
+use super::perfdata::PerfData;
 use super::threaddump::{thread_dump, DumpOptions};
 use crate::output::Stream;
 
@@ -40,10 +45,12 @@ fn triggered() -> bool {
 }
 
 /// The dispatcher's loop: handles every `SIGQUIT` counted beyond `seen` (the count when the
-/// handler went in) until `stop` is set (and the waiters kicked).
+/// handler went in), and a `SIGTERM`, `SIGINT` or `SIGHUP` (the process ends), until `stop`
+/// is set (and the waiters kicked).
 pub(crate) fn run(
     ctx: &Arc<Context>,
     listener: &Mutex<Option<Listener>>,
+    perf: &Mutex<Option<PerfData>>,
     stop: &AtomicBool,
     mut seen: u32,
 ) {
@@ -51,6 +58,10 @@ pub(crate) fn run(
         let events = quit::events();
         if stop.load(Ordering::Acquire) {
             return;
+        }
+        if let Some(sig) = rtvm_os_linux::terminate::take_pending() {
+            super::exit::end_for_signal(ctx, listener, perf, sig);
+            continue;
         }
         let quits = quit::quit_count();
         if quits == seen {
@@ -63,16 +74,45 @@ pub(crate) fn run(
     }
 }
 
-fn on_quit(ctx: &Arc<Context>, listener: &Mutex<Option<Listener>>) {
-    if !attach_disabled(ctx) && triggered() {
-        let mut l = listener.lock().unwrap_or_else(|p| p.into_inner());
-        match l.as_ref() {
-            Some(running) => running.ensure_socket(),
-            None => match Listener::start(ctx) {
-                Ok(started) => *l = Some(started),
-                Err(e) => log::warn!(target: "attach", "The attach listener could not start: {e}"),
-            },
+/// Whether this `SIGQUIT` was the attach mechanism's, as HotSpot's signal thread decides:
+/// with no listener, a trigger file starts one; with a listener running, the trigger file is
+/// not looked at — a `kill -3` prints its dump even if a stale `.attach_pid<pid>` is left
+/// lying around — unless the socket has gone (JDK-8225690): then a trigger file makes it
+/// again. A listener that cannot start leaves the signal to the thread dump.
+fn attach_signal(ctx: &Arc<Context>, listener: &Mutex<Option<Listener>>) -> bool {
+    if attach_disabled(ctx) {
+        return false;
+    }
+    let mut l = listener.lock().unwrap_or_else(|p| p.into_inner());
+    match l.as_ref() {
+        Some(running) => {
+            if running.socket_exists() || !triggered() {
+                return false;
+            }
+            log::debug!(target: "attach", "Socket file {} does not exist - Restart Attach Listener", super::attach::socket_path().display());
+            running.ensure_socket();
+            true
         }
+        None => {
+            if !triggered() {
+                return false;
+            }
+            match Listener::start(ctx) {
+                Ok(started) => {
+                    *l = Some(started);
+                    true
+                }
+                Err(e) => {
+                    log::debug!(target: "attach", "The attach listener could not start: {e}");
+                    false
+                }
+            }
+        }
+    }
+}
+
+fn on_quit(ctx: &Arc<Context>, listener: &Mutex<Option<Listener>>) {
+    if attach_signal(ctx, listener) {
         return;
     }
     let dump = thread_dump(&ctx.registry, DumpOptions::default());

@@ -3,7 +3,8 @@
 //! | file | what |
 //! | --- | --- |
 //! | `context` | what these threads see of the VM |
-//! | `dispatcher` | the Signal Dispatcher: `SIGQUIT` → attach listener or thread dump |
+//! | `dispatcher` | the Signal Dispatcher: `SIGQUIT` → attach listener or thread dump; `SIGTERM`, `SIGINT`, `SIGHUP` → `exit` |
+//! | `exit` | the end those three bring: the VM's files removed, java's exit status |
 //! | `attach` | the attach listener and its operations (`jcmd`, `jstack`, `jinfo`) |
 //! | `dcmd/` | diagnostic commands: the parser, `help`, the commands |
 //! | `threaddump` | HotSpot's thread-dump layout, with each thread's stack and guard zone |
@@ -17,12 +18,20 @@
 //! after the application threads: the embedder's diagnostic commands are closed (running
 //! ones get a grace period), the listener is stopped (a client being served is
 //! dropped) and its socket removed, the dispatcher is stopped and joined, the perf-data file
-//! is removed (saved first with `-XX:+PerfDataSaveToFile`).
+//! is removed (saved first with `-XX:+PerfDataSaveToFile`), and `SIGTERM`, `SIGINT` and
+//! `SIGHUP` are given back.
+//!
+//! **Termination signals.** With the dispatcher (not with `-Xrs`), rtvm takes those of
+//! `SIGTERM`, `SIGINT` and `SIGHUP` whose action is `SIG_DFL` (the host's handlers stay the
+//! host's, an ignored signal stays ignored): on one, the VM's files are removed before the
+//! process ends (`exit`), instead of staying behind for `jps` to list as `process information
+//! unavailable`.
 
 mod attach;
 pub(crate) mod context;
 pub(crate) mod dcmd;
 mod dispatcher;
+mod exit;
 mod info;
 mod perfdata;
 mod properties;
@@ -34,6 +43,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rtvm_flags::flag;
+use rtvm_os_linux::terminate::{self, TerminationHandlers};
 
 use self::attach::Listener;
 use self::context::Context;
@@ -48,7 +58,9 @@ pub(crate) struct Service {
     ctx: Arc<Context>,
     listener: Arc<Mutex<Option<Listener>>>,
     dispatcher: Mutex<Option<(VmThread, Arc<AtomicBool>)>>,
-    perf: Mutex<Option<PerfData>>,
+    perf: Arc<Mutex<Option<PerfData>>>,
+    /// rtvm's handlers of `SIGTERM`, `SIGINT` and `SIGHUP` (with the dispatcher).
+    terminate: Mutex<Option<TerminationHandlers>>,
     trimmer: Mutex<Option<Trimmer>>,
     generation: u64,
 }
@@ -71,9 +83,10 @@ impl Service {
         // A socket left by an earlier VM of this process (or of a process with this pid).
         let _ = std::fs::remove_file(attach::socket_path());
         let service = Service {
-            perf: Mutex::new(PerfData::create(&ctx)),
+            perf: Arc::new(Mutex::new(PerfData::create(&ctx))),
             listener: Arc::new(Mutex::new(None)),
             dispatcher: Mutex::new(None),
+            terminate: Mutex::new(None),
             trimmer: Mutex::new(None),
             generation: rtvm_os_linux::system::process_generation(),
             ctx,
@@ -88,13 +101,21 @@ impl Service {
             }
         }
         if let Some(seen) = quit_baseline {
+            // Before the dispatcher: a signal that comes first waits for it.
+            match terminate::install() {
+                Ok(h) => *service.terminate.lock().unwrap_or_else(|p| p.into_inner()) = Some(h),
+                Err(e) => {
+                    log::warn!(target: "os", "Installing the SIGTERM/SIGINT/SIGHUP handlers failed ({}); these signals will leave the VM's files behind", rtvm_os_linux::strerror(e))
+                }
+            }
             let stop = Arc::new(AtomicBool::new(false));
-            let (c, l, s) = (
+            let (c, l, p, s) = (
                 Arc::clone(&service.ctx),
                 Arc::clone(&service.listener),
+                Arc::clone(&service.perf),
                 Arc::clone(&stop),
             );
-            let body = Body::Rust(Box::new(move || dispatcher::run(&c, &l, &s, seen)));
+            let body = Body::Rust(Box::new(move || dispatcher::run(&c, &l, &p, &s, seen)));
             let t = threads::spawn(
                 &service.ctx.registry,
                 &service.ctx.stacks,
@@ -162,9 +183,15 @@ impl Service {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .take();
+        let handlers = self
+            .terminate
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
         if !in_creator {
-            // A child of fork(): these threads are the parent's.
-            std::mem::forget((listener, dispatcher, trimmer));
+            // A child of fork(): these threads are the parent's (and the handlers end the
+            // child by the default action: no dispatcher of its own takes the signals).
+            std::mem::forget((listener, dispatcher, trimmer, handlers));
             return errors;
         }
         if let Some(t) = trimmer {
@@ -191,6 +218,11 @@ impl Service {
         }
         if let Some(p) = self.perf.lock().unwrap_or_else(|p| p.into_inner()).take() {
             p.finish(&self.ctx);
+        }
+        // The files are gone: SIG_DFL again. A signal that came after the dispatcher
+        // stopped has waited for this; it ends the process now.
+        if let Some(sig) = handlers.and_then(TerminationHandlers::restore) {
+            exit::end_for_signal(&self.ctx, &self.listener, &self.perf, sig);
         }
         errors
     }

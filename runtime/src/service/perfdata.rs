@@ -91,13 +91,12 @@ impl PerfData {
             .div_ceil(page)
             .max(1)
             * page;
-        let bytes = match encode(&entries, size, begin) {
-            Ok(b) => b,
-            Err(needed) => {
-                log::warn!(target: "perf+memops", "PerfDataMemorySize ({size}) cannot hold the perf data ({needed} bytes): no hsperfdata file");
-                return None;
-            }
-        };
+        // Strings are cut at 1024 bytes, as java cuts them; what still does not fit is left
+        // out and counted in the file, as HotSpot does (silently: only with -Xlog).
+        let (bytes, overflow) = encode(&entries, size, begin);
+        if overflow > 0 {
+            log::debug!(target: "perf+memops", "PerfDataMemorySize ({size}) cannot hold all of the perf data: {overflow} bytes left out");
+        }
         let dir = user_directory();
         let file = match PerfFile::create(&dir, &bytes) {
             Ok((file, stale)) => {
@@ -105,7 +104,9 @@ impl PerfData {
                 Some(file)
             }
             Err(e) => {
-                log::warn!(target: "perf+memops", "Could not create PerfData file {}/{}: {e}", dir.display(), std::process::id());
+                // Debug, as HotSpot says it (only with -Xlog): the application's stdout is its
+                // own, and the VM runs on without the file.
+                log::debug!(target: "perf+memops", "Could not create PerfData file {}/{}: {e}", dir.display(), std::process::id());
                 None
             }
         };

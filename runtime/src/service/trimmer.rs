@@ -77,6 +77,11 @@ fn run(ctx: &Context, shared: &Shared, interval: Duration) {
     let (mut timed, mut at_safepoint, mut trims) = (0u64, 0u64, 0u64);
     let mut s = shared.lock();
     loop {
+        // A stop may have come before this thread first got here (a VM destroyed as soon as
+        // it was created, `-version`): nobody would wake a wait begun after it.
+        if s.stop {
+            break;
+        }
         let (next, timeout) = shared
             .cv
             .wait_timeout(s, interval)

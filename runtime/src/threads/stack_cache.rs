@@ -22,14 +22,6 @@ pub(crate) struct StackCache {
     limit: AtomicUsize,
 }
 
-/// What the cache holds, for NMT.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct CacheUsage {
-    pub(crate) stacks: usize,
-    pub(crate) reserved: usize,
-    pub(crate) resident: usize,
-}
-
 impl StackCache {
     /// A cache of at most `limit` bytes of stacks (0: none kept).
     pub(crate) fn new(limit: usize) -> StackCache {
@@ -102,14 +94,13 @@ impl StackCache {
         stacks.push(stack);
     }
 
-    /// How many stacks are kept, their mapped size and what of them is resident.
-    pub(crate) fn usage(&self) -> CacheUsage {
-        let stacks = self.lock();
-        CacheUsage {
-            stacks: stacks.len(),
-            reserved: stacks.iter().map(|s| s.layout().mapping.len()).sum(),
-            resident: stacks.iter().map(|s| s.resident_bytes().unwrap_or(0)).sum(),
-        }
+    /// Each stack kept: its mapping and what of it is resident (for NMT, which counts and
+    /// lists them from this one look).
+    pub(crate) fn mappings(&self) -> Vec<(std::ops::Range<usize>, usize)> {
+        self.lock()
+            .iter()
+            .map(|s| (s.layout().mapping.clone(), s.resident_bytes().unwrap_or(0)))
+            .collect()
     }
 
     /// Unmaps every kept stack.

@@ -198,6 +198,7 @@ pub(super) fn create(args: InitArgs) -> Result<Vm, CreateError> {
             stacks: policy.stacks.clone(),
             baseline: Mutex::new(None),
             dcmds: Default::default(),
+            exit: args.exit.clone(),
         },
         quit_baseline,
     )?;

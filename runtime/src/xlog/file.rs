@@ -72,14 +72,14 @@ impl FileOptions {
         Ok(o)
     }
 
-    /// `filecount=5,filesize=20480K`, as the configuration dump prints them.
+    /// `filecount=5,filesize=20480K`, as the configuration dump prints them: the size in
+    /// HotSpot's proper unit (`16384B`, `20480K`, `1024M`, `0B`).
     pub(crate) fn describe(&self) -> String {
-        let size = if self.size.is_multiple_of(1024) {
-            format!("{}K", self.size / 1024)
-        } else {
-            format!("{}B", self.size)
-        };
-        format!("filecount={},filesize={size}", self.count)
+        format!(
+            "filecount={},filesize={}",
+            self.count,
+            rtvm_flags::value::format_proper_size(self.size)
+        )
     }
 }
 
@@ -296,6 +296,17 @@ mod tests {
             FileOptions::parse("filesize=100").unwrap().describe(),
             "filecount=5,filesize=100B"
         );
+        // HotSpot's proper unit, as java 17's VM.log list prints them.
+        for (given, shown) in [
+            ("filesize=16k", "filesize=16384B"),
+            ("filesize=1g", "filesize=1024M"),
+            ("filesize=0", "filesize=0B"),
+            ("filesize=100k", "filesize=100K"),
+            ("filesize=200g", "filesize=200G"),
+        ] {
+            let d = FileOptions::parse(given).unwrap().describe();
+            assert!(d.ends_with(shown), "{given}: {d}");
+        }
     }
 
     #[test]

@@ -4,7 +4,8 @@
  * snapshots, background reservations that never block (nor wait for a held heap pretouch), the
  * nursery from C, fork(), racing
  * creates, a hook that calls back, the soft limit of HotSpot's smallest stack, and a host's
- * own SIGQUIT handler next to rtvm's (and jcmd) — issue 25.
+ * own SIGQUIT handler next to rtvm's (and jcmd) — issue 25; SIGTERM, SIGINT and SIGHUP in an
+ * embedder — issue 32.
  *
  * One mode per process: host_safety_test <mode>. Prints "PASS <mode>" and exits 0, or
  * prints "FAIL file:line: ..." and exits 1. A handler chain that loops exits 4; a fault that
@@ -857,6 +858,75 @@ static void mode_quit_host(void) {
     printf("host SIGQUIT handler: ran for kill -3, not for jcmd (answered), given back at destroy\n");
 }
 
+/* SIGTERM, SIGINT and SIGHUP in an embedder (issue 32): a host handler installed before the
+ * VM stays the host's (rtvm takes only signals at SIG_DFL), rtvm's handler is on the others
+ * while the VM lives and SIG_DFL is back after destroy; SIGQUIT, at SIG_DFL before the VM,
+ * stays absorbed after destroy (a late kill -3 must not dump the host's core). */
+static volatile sig_atomic_t host_terms;
+static void host_term_handler(int sig) {
+    (void)sig;
+    host_terms++;
+}
+
+static void set_default(int sig) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = SIG_DFL;
+    sigemptyset(&sa.sa_mask);
+    EXPECT(sigaction(sig, &sa, NULL) == 0, "sigaction");
+}
+
+static void *handler_of(int sig) {
+    struct sigaction now;
+    sigaction(sig, NULL, &now);
+    return (now.sa_flags & SA_SIGINFO) ? (void *)now.sa_sigaction : (void *)now.sa_handler;
+}
+
+static void mode_terminate_host(void) {
+    set_default(SIGINT);
+    set_default(SIGHUP);
+    set_default(SIGQUIT);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = host_term_handler;
+    sigemptyset(&sa.sa_mask);
+    EXPECT(sigaction(SIGTERM, &sa, NULL) == 0, "sigaction");
+    const char *opts[] = {"-Xmx32m"};
+    rtvm_vm *vm = create(opts, 1);
+    EXPECT(handler_of(SIGTERM) == (void *)host_term_handler, "the host's SIGTERM handler was replaced");
+    EXPECT(handler_of(SIGINT) != (void *)SIG_DFL && handler_of(SIGHUP) != (void *)SIG_DFL,
+           "rtvm handles neither SIGINT nor SIGHUP (at SIG_DFL before the VM)");
+    kill(getpid(), SIGTERM);
+    for (int i = 0; i < 500 && host_terms == 0; i++) usleep(10000);
+    EXPECT(host_terms == 1, "the host's SIGTERM handler ran %d times", (int)host_terms);
+    OKAY(rtvm_destroy(vm));
+    EXPECT(handler_of(SIGTERM) == (void *)host_term_handler, "destroy changed the host's SIGTERM handler");
+    EXPECT(handler_of(SIGINT) == (void *)SIG_DFL && handler_of(SIGHUP) == (void *)SIG_DFL,
+           "destroy did not put SIG_DFL back for SIGINT and SIGHUP");
+    EXPECT(handler_of(SIGQUIT) != (void *)SIG_DFL, "SIGQUIT is SIG_DFL again after destroy");
+    kill(getpid(), SIGQUIT);
+    usleep(100000);
+    /* A second VM takes the handlers over again, and gives them back the same way. */
+    vm = create(opts, 1);
+    EXPECT(handler_of(SIGINT) != (void *)SIG_DFL, "the second VM does not handle SIGINT");
+    OKAY(rtvm_destroy(vm));
+    EXPECT(handler_of(SIGINT) == (void *)SIG_DFL, "the second destroy left SIGINT handled");
+    printf("host SIGTERM handler kept and run; SIGINT/SIGHUP rtvm's while the VM lives; a SIGQUIT after "
+           "destroy absorbed\n");
+}
+
+/* SIGINT to an embedder without a handler of its own: rtvm removes the VM's socket and perf
+ * data, then the signal's default action ends the process (no exit hook in C). */
+static void mode_terminate_default(void) {
+    set_default(SIGINT);
+    const char *opts[] = {"-Xmx32m", "-XX:+StartAttachListener"};
+    rtvm_vm *vm = create(opts, 1);
+    (void)vm;
+    printf("VM UP %d\n", (int)getpid());
+    kill(getpid(), SIGINT);
+    for (;;) pause();
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IONBF, 0);
     if (argc != 2) {
@@ -876,6 +946,8 @@ int main(int argc, char **argv) {
     else if (!strcmp(m, "hook-reentry")) mode_hook_reentry();
     else if (!strcmp(m, "soft-limit-136k")) mode_soft_limit_136k();
     else if (!strcmp(m, "quit-host")) mode_quit_host();
+    else if (!strcmp(m, "terminate-host")) mode_terminate_host();
+    else if (!strcmp(m, "terminate-default")) mode_terminate_default();
     else {
         fprintf(stderr, "unknown mode %s\n", m);
         return 2;

@@ -159,6 +159,22 @@ pub fn main(vm: &Vm, args: &[String]) -> TestResult {
     check(listing.contains(&format!(" #2: file={} all=off,os+thread=info uptime,tid filecount=5,filesize=20480K,async=false (reconfigured)", log.display())), || format!("VM.log list:\n{listing}"))?;
     println!("VM.native_memory: sanity rules hold, (thread #{} +50) after 50 threads; VM.log wrote {} lines", before + 50, lines.lines().count());
 
+    // VM.log list: file sizes in HotSpot's proper unit, as java lists them.
+    let sized = |pid: u32, dir: &std::path::Path| -> Result<Vec<String>, TestFailure> {
+        for (i, size) in ["16k", "1g", "0", "300k"].iter().enumerate() {
+            let output = format!("output={}", dir.join(format!("sized{i}.log")).display());
+            let set = jcmd(pid, &["VM.log", &output, &format!("output_options=filesize={size}"), "what=os=info"])?;
+            check(reply(&set) == "Command executed successfully\n", || format!("VM.log filesize={size} of {pid}: {set:?}"))?;
+        }
+        let list = reply(&jcmd(pid, &["VM.log", "list"])?);
+        let shown: Vec<String> = list.lines().filter(|l| l.contains("/sized")).map(|l| l.split_once(": file=").map_or(l, |(_, rest)| rest).replace(&dir.display().to_string(), "<dir>")).collect();
+        check(shown.len() == 4, || format!("VM.log list of {pid}:\n{list}"))?;
+        Ok(shown)
+    };
+    let (ours_sized, java_sized) = (sized(r, ours.dir())?, sized(j, java.dir())?);
+    check(ours_sized == java_sized, || format!("VM.log list sizes: rtvm {ours_sized:#?}\njava {java_sized:#?}"))?;
+    println!("VM.log list: filesize=16k, 1g, 0, 300k shown as java shows them: {:?}", ours_sized.iter().map(|l| l.rsplit(',').nth(1).unwrap_or("")).collect::<Vec<_>>());
+
     // Thread.print: every registry thread, nid = its kernel tid; jstack prints the same.
     let dump = reply(&jcmd(r, &["Thread.print"])?);
     check(dump.contains("Full thread dump rtvm 64-Bit VM ("), || format!("Thread.print:\n{dump}"))?;
