@@ -322,7 +322,7 @@ impl StackMapping {
     /// ones) can be recycled: `EINVAL` otherwise.
     pub fn recycle(&mut self, in_use_from: usize) -> Result<()> {
         let l = &self.layout;
-        if !self.guard_installed() || !self.spec.guard_early {
+        if !self.reusable() {
             return Err(OsError::new(
                 Operation::MapStack,
                 l.mapping.start,
@@ -355,6 +355,12 @@ impl StackMapping {
             })?;
         }
         Ok(())
+    }
+
+    /// Whether [`recycle`](Self::recycle) can make this stack ready for another thread: its
+    /// guards were in place before its thread existed.
+    pub fn reusable(&self) -> bool {
+        self.guard_installed() && self.spec.guard_early
     }
 
     /// Names the thread the stack will be given to next.

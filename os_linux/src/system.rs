@@ -116,9 +116,25 @@ pub fn process_generation() -> u64 {
     FORK_GENERATION.load(std::sync::atomic::Ordering::Relaxed)
 }
 
-/// The calling thread's kernel thread id.
+thread_local! {
+    /// The calling thread's tid, and the process generation it was read in (a `fork()` child's
+    /// forking thread has another tid). Plain data: read from any context.
+    static TID: std::cell::Cell<(u64, i32)> = const { std::cell::Cell::new((u64::MAX, 0)) };
+}
+
+/// The calling thread's kernel thread id: one system call per thread (and per `fork()`), then
+/// a thread-local read.
 pub fn current_tid() -> i32 {
-    crate::sys::current_tid()
+    let generation = process_generation();
+    TID.with(|c| {
+        let (g, tid) = c.get();
+        if g == generation && tid != 0 {
+            return tid;
+        }
+        let tid = crate::sys::current_tid();
+        c.set((generation, tid));
+        tid
+    })
 }
 
 /// The host name, as `/proc/sys/kernel/hostname` gives it.

@@ -87,7 +87,8 @@ fn exit_key() -> Option<libc::pthread_key_t> {
 
 unsafe extern "C" fn run_exit_hook(value: *mut c_void) {
     signals::disarm();
-    signals::set_alt_stack(None);
+    // The signal stack stays set: its memory is mapped until the thread is joined, after the
+    // kernel is done with the thread (a system call saved on every thread's exit).
     if value.is_null() {
         return;
     }

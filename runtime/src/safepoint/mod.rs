@@ -178,6 +178,8 @@ pub(crate) struct Safepoints {
     last_end: Mutex<Option<Instant>>,
     /// Ids of threads a stop found gone without finishing (`ESRCH`): the registry forgets them.
     vanished: Mutex<Vec<u64>>,
+    /// Whether `vanished` may hold any (one load on the registry's every lock).
+    any_vanished: std::sync::atomic::AtomicBool,
 }
 
 impl Safepoints {
@@ -194,6 +196,7 @@ impl Safepoints {
             }),
             last_end: Mutex::new(None),
             vanished: Mutex::new(Vec::new()),
+            any_vanished: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -258,6 +261,9 @@ impl Safepoints {
 
     /// The ids of threads stops found gone without finishing, taken once.
     pub(crate) fn take_vanished(&self) -> Vec<u64> {
+        if !self.any_vanished.swap(false, Ordering::AcqRel) {
+            return Vec::new();
+        }
         std::mem::take(&mut *lock(&self.vanished))
     }
 

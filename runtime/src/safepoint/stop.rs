@@ -108,6 +108,7 @@ impl WorldStopped {
                 m.mutator.record.tid()
             );
             lock(&self.owner.vanished).push(m.mutator.id());
+            self.owner.any_vanished.store(true, Ordering::Release);
             self.owner.remove_member(m.mutator);
         }
         self.owner.ops.release();
