@@ -76,6 +76,7 @@ rtvm_testkit::tests!(
     c_stops_find_every_pointer_in_frames_at_o0,
     c_stops_find_every_pointer_in_registers_at_o2,
     c_a_signal_during_enter_and_leave_keeps_the_published_registers,
+    c_a_value_only_in_r12_survives_a_flood_of_signals_at_enter_and_leave,
     c_stops_while_threads_start_exit_attach_and_detach,
     c_stop_refusals_and_a_leave_that_waits,
     c_handshakes_by_the_target_and_by_the_caller,
@@ -404,6 +405,10 @@ fn c_stops_find_every_pointer_in_registers_at_o2() -> Outcome {
 
 fn c_a_signal_during_enter_and_leave_keeps_the_published_registers() -> Outcome {
     safepoint_mode("world-nodelay", true)
+}
+
+fn c_a_value_only_in_r12_survives_a_flood_of_signals_at_enter_and_leave() -> Outcome {
+    safepoint_mode("enter-flood", true)
 }
 
 fn c_stops_while_threads_start_exit_attach_and_detach() -> Outcome {

@@ -13,6 +13,8 @@
  *   world-nodelay  the same with -XX:SafepointSignalDelay=0: the stop signal reaches the
  *              threads while they enter and leave their safe regions, and what they
  *              published there (a value held only in a callee-saved register) must survive.
+ *   enter-flood 20,000 stops (signal at once) of threads that enter and leave safe regions in
+ *              a tight loop with a value only in r12: every stop finds the value.
  *   churn      500 stops while VM threads start and exit and host threads attach and detach:
  *              no thread lost, none hung, nothing left registered.
  *   refusals   from the callback: stop, handshake and destroy are refused (RTVM_EINVAL); a
@@ -465,6 +467,68 @@ static void mode_handshake(void) {
 
 /* ---- xrs ---- */
 
+/* ---- enter-flood ---- */
+
+#if defined(__x86_64__)
+#define FLOOD_VALUE ((uintptr_t)0x5eed5eed5eed5ee0ull)
+static atomic_ulong flood_rounds;
+static atomic_int flood_started;
+
+/* Enters and leaves safe regions in a tight loop with FLOOD_VALUE held only in r12 (a
+ * callee-saved register) across every call: what a stop finds must hold it, whether the
+ * thread is in its region (published registers) or was stopped by the signal (its saved
+ * context, in its scan range). */
+static void flood_main(void *arg) {
+    (void)arg;
+    register uintptr_t keep __asm__("r12") = FLOOD_VALUE;
+    atomic_fetch_add(&flood_started, 1);
+    while (!atomic_load_explicit(&stop_all, memory_order_relaxed)) {
+        __asm__ volatile("" : "+r"(keep));
+        rtvm_enter_safe_region(vm);
+        __asm__ volatile("" : "+r"(keep));
+        rtvm_leave_safe_region(vm);
+        __asm__ volatile("" : "+r"(keep));
+        atomic_fetch_add_explicit(&flood_rounds, 1, memory_order_relaxed);
+    }
+    __asm__ volatile("" : "+r"(keep));
+}
+
+static size_t flood_in_region, flood_by_signal;
+
+static void check_flood(void *ctx, const rtvm_stopped_thread *ts, size_t n) {
+    (void)ctx;
+    for (size_t i = 0; i < n; i++) {
+        const rtvm_stopped_thread *t = &ts[i];
+        int found = regs_hold(t, FLOOD_VALUE) ||
+                    range_holds(t->scan_start, t->scan_end, FLOOD_VALUE);
+        EXPECT(found, "%s (how %d): r12's value is neither in the published registers nor in "
+                      "[%#lx, %#lx)", t->name, t->how, (unsigned long)t->scan_start,
+               (unsigned long)t->scan_end);
+        flood_in_region += t->how == RTVM_STOPPED_SAFE_REGION;
+        flood_by_signal += t->how == RTVM_STOPPED_SIGNAL;
+    }
+}
+
+static void mode_enter_flood(void) {
+    const char *opts[] = {"-XX:SafepointSignalDelay=0"};
+    vm = create(opts, 1);
+    rtvm_thread *ts[2];
+    for (int k = 0; k < 2; k++) OKAY(rtvm_thread_start(vm, "C-Flood", flood_main, NULL, &ts[k]));
+    while (atomic_load(&flood_started) < 2 || atomic_load(&flood_rounds) < 1000) sleep_us(100);
+    for (int r = 0; r < 20000; r++) OKAY(rtvm_stop_the_world(vm, "Flood", 10000, check_flood, NULL));
+    atomic_store(&stop_all, 1);
+    for (int k = 0; k < 2; k++) OKAY(rtvm_thread_join(ts[k]));
+    OKAY(rtvm_destroy(vm));
+    printf("20000 stops of 2 threads entering and leaving safe regions with a value only in r12, "
+           "signal at once: found %zu times in a region, %zu by the signal, always with the value\n",
+           flood_in_region, flood_by_signal);
+}
+#else
+static void mode_enter_flood(void) {
+    printf("enter-flood: x86-64 only (the value is pinned to r12)\n");
+}
+#endif
+
 static void mode_xrs(void) {
     const char *opts[] = {"-Xmx16m", "-Xrs"};
     vm = create(opts, 2);
@@ -496,6 +560,8 @@ int main(int argc, char **argv) {
         mode_world(NULL);
     } else if (!strcmp(mode, "world-nodelay")) {
         mode_world("-XX:SafepointSignalDelay=0");
+    } else if (!strcmp(mode, "enter-flood")) {
+        mode_enter_flood();
     } else if (!strcmp(mode, "churn")) {
         mode_churn();
     } else if (!strcmp(mode, "refusals")) {
