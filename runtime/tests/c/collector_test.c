@@ -23,7 +23,8 @@
  *   handshake-malloc a target in a malloc loop that never polls: 300 handshakes whose
  *                    operation (run by the requester) allocates and formats; none hangs.
  *   poll-in-region   (-Xrs) a poll inside a safe region while the world stops leaves the
- *                    thread safe: the next stop finds it safe, with no signal to help.
+ *                    thread safe: the next stops find it safe while it spins in the region
+ *                    without polling, with no signal to help.
  *   fiber            a mutator that polls on a fiber (makecontext) — declared with
  *                    rtvm_set_current_fiber, and not — and one that polls inside an SA_ONSTACK
  *                    handler: the stop reports the stack it runs on, where its pointer is.
@@ -478,19 +479,34 @@ static void mode_handshake_malloc(void) {
 
 /* ---- poll-in-region ---- */
 
-static atomic_int region_phase;
+static atomic_int region_phase, poll_go, poll_about;
 
 static void region_main(void *arg) {
     struct counted *c = arg;
     atomic_store(&c->id, rtvm_current_thread_id(vm));
     OKAY(rtvm_enter_safe_region(vm));
     atomic_store(&region_phase, 1);
-    /* Polls inside its region while stops come and go; it stays safe throughout. */
+    /* Polls once while the first stop holds the world, then spins in its region without
+     * another poll: only its being safe lets the later stops through (-Xrs: no signal). */
+    while (!atomic_load(&poll_go)) {
+    }
+    atomic_store(&poll_about, 1);
+    rtvm_safepoint_poll();
     while (!atomic_load_explicit(&stop_all, memory_order_relaxed)) {
-        rtvm_safepoint_poll();
         atomic_fetch_add_explicit(&c->counter, 1, memory_order_relaxed);
+        __asm__ volatile("" ::: "memory");
     }
     OKAY(rtvm_leave_safe_region(vm));
+}
+
+static void let_it_poll(void *ctx, const rtvm_stopped_thread *ts, size_t n) {
+    (void)ctx;
+    (void)ts;
+    EXPECT(n == 1, "%zu stopped", n);
+    atomic_store(&poll_go, 1);
+    while (!atomic_load(&poll_about)) {
+    }
+    sleep_us(20000); /* its poll runs during the stop */
 }
 
 static void mode_poll_in_region(void) {
@@ -500,16 +516,17 @@ static void mode_poll_in_region(void) {
     struct counted c = {0};
     OKAY(rtvm_thread_start(vm, "C-PollsInRegion", region_main, &c, &c.thread));
     while (!atomic_load(&region_phase)) sleep_us(100);
+    OKAY(rtvm_stop_the_world(vm, "PollInRegion", 2000, let_it_poll, NULL));
     for (int r = 0; r < 100; r++) {
         size_t got = 0;
-        /* No signal (-Xrs): only its being safe lets these stops through. */
-        OKAY(rtvm_stop_the_world(vm, "PollInRegion", 2000, count_threads, &got));
+        OKAY(rtvm_stop_the_world(vm, "AfterThePoll", 2000, count_threads, &got));
         EXPECT(got == 1, "%zu stopped", got);
     }
     atomic_store(&stop_all, 1);
     OKAY(rtvm_thread_join(c.thread));
     OKAY(rtvm_destroy(vm));
-    printf("100 stops under -Xrs of a thread that polls inside its safe region: it stayed safe\n");
+    printf("a poll inside a safe region during a stop left the thread safe: 100 more stops under "
+           "-Xrs while it spins in the region without polling\n");
 }
 
 /* ---- fiber ---- */
