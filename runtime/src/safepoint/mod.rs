@@ -220,9 +220,13 @@ impl Safepoints {
     ) -> Result<&'static Mutator, SafepointError> {
         refuse_nested("starting or attaching a thread")?;
         let m = pool::take(id, stack.clone());
-        let name: Arc<CStr> = std::ffi::CString::new(name.replace('\0', "?"))
-            .unwrap_or_default()
-            .into();
+        // A C string of the name (a NUL in it shown as '?'), made in one buffer.
+        let mut bytes: Vec<u8> = Vec::with_capacity(name.len() + 1);
+        bytes.extend(name.bytes().map(|b| if b == 0 { b'?' } else { b }));
+        bytes.push(0);
+        let name: Arc<CStr> = CStr::from_bytes_with_nul(&bytes)
+            .map(Arc::from)
+            .unwrap_or_else(|_| Arc::from(c""));
         let _wait = SafeWait::enter();
         let _op = self.ops.acquire_forever("register");
         let mut members = lock(&self.members);
@@ -261,7 +265,9 @@ impl Safepoints {
 
     /// The ids of threads stops found gone without finishing, taken once.
     pub(crate) fn take_vanished(&self) -> Vec<u64> {
-        if !self.any_vanished.swap(false, Ordering::AcqRel) {
+        if !self.any_vanished.load(Ordering::Acquire)
+            || !self.any_vanished.swap(false, Ordering::AcqRel)
+        {
             return Vec::new();
         }
         std::mem::take(&mut *lock(&self.vanished))

@@ -21,7 +21,7 @@ pub(super) fn held_by_caller() -> bool {
 #[derive(Debug, Default)]
 struct Busy {
     /// What holds it: a stop's or a handshake's reason, `register`, `unregister`.
-    what: Option<String>,
+    what: Option<std::borrow::Cow<'static, str>>,
     /// Threads waiting for it (counted under the mutex: a release without waiters makes no
     /// system call — every thread start and exit takes this lock).
     waiters: usize,
@@ -63,7 +63,7 @@ impl OpLock {
         while let Some(holder) = &s.what {
             let now = Instant::now();
             if now >= deadline {
-                return Err(holder.clone());
+                return Err(holder.to_string());
             }
             s.waiters += 1;
             s = self
@@ -73,7 +73,7 @@ impl OpLock {
                 .0;
             s.waiters -= 1;
         }
-        s.what = Some(what);
+        s.what = Some(what.into());
         HOLDER_TID.store(rtvm_os_linux::system::current_tid(), Ordering::Release);
         Ok(())
     }
@@ -86,7 +86,7 @@ impl OpLock {
             s = self.cv.wait(s).unwrap_or_else(|p| p.into_inner());
             s.waiters -= 1;
         }
-        s.what = Some(what.to_owned());
+        s.what = Some(what.into());
         OpGuard { lock: self }
     }
 
