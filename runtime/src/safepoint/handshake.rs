@@ -12,7 +12,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rtvm_os_linux::safepoint::{self as os, protocol, SendOutcome};
+use rtvm_os_linux::safepoint::{self as os, protocol};
 
 use super::report::{self, Chase};
 use super::{
@@ -108,16 +108,7 @@ impl Safepoints {
         let fatal_after = config.handshake_timeout;
         let begun = Instant::now();
         let deadline = begun + timeout;
-        let _op = {
-            let _wait = super::SafeWait::enter();
-            self.ops
-                .acquire_scoped(name, deadline)
-                .map_err(|holder| SafepointError::Busy {
-                    reason: name.to_owned(),
-                    holder,
-                    waited_ms: begun.elapsed().as_millis() as u64,
-                })?
-        };
+        let _op = self.take_ops(name, begun, deadline)?;
         let member = lock(&self.members)
             .iter()
             .find(|m| m.mutator.id() == id)
@@ -151,6 +142,7 @@ impl Safepoints {
         protocol::offer_handshake(core);
         POLL_PENDING.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let mut chase = Chase::new(0, begun + config.grace);
+        let mut vanished = false;
         let mut by_requester = false;
         let result = loop {
             let seen = os::arrivals();
@@ -193,26 +185,16 @@ impl Safepoints {
                     }
                     continue;
                 }
-                if config.signals && now >= chase.next {
-                    match os::send_stop_signal(&m.record) {
-                        SendOutcome::Sent => {
-                            chase.sent += 1;
-                            chase.next = now + chase.backoff;
-                            chase.backoff =
-                                super::stop::next_backoff(chase.backoff, m.record.unsafe_stops().2);
-                        }
-                        SendOutcome::Outstanding if report::signal_lost(&m.record) => {
-                            protocol::resync(core);
-                        }
-                        SendOutcome::Outstanding => {
-                            chase.next = now + chase.backoff;
-                            chase.backoff = (chase.backoff * 4).min(Duration::from_millis(50));
-                        }
-                        SendOutcome::Failed(e) => {
-                            chase.failed = Some(e);
-                            chase.next = now + Duration::from_millis(1);
-                        }
-                    }
+                if config.signals
+                    && chase.signal(&m.record, now).is_err()
+                    && protocol::mark_vanished(core)
+                {
+                    // Gone from the process without finishing: forgotten (the next look
+                    // finds it FINISHED and answers NoSuchThread).
+                    lock(&self.vanished).push(id);
+                    self.any_vanished
+                        .store(true, std::sync::atomic::Ordering::Release);
+                    vanished = true;
                 }
                 if now >= deadline && protocol::requester_claims(core) {
                     break Err(SafepointError::Timeout {
@@ -250,6 +232,10 @@ impl Safepoints {
         POLL_PENDING.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
         // What was not run (a timeout) is dropped here, after the thread was let go.
         drop(m.slot.take());
+        if vanished {
+            report::forgotten(&member.name, m.record.tid());
+            self.remove_member(m);
+        }
         if result.is_ok() {
             log_handshake(name, by_requester, begun);
         }

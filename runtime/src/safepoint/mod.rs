@@ -248,6 +248,24 @@ impl Safepoints {
         self.remove_member(m);
     }
 
+    /// Takes the lock of stops and handshakes for `what` (asked at `asked`), waiting until
+    /// `deadline` at most — in a safe region, if the caller is a mutator.
+    fn take_ops(
+        &self,
+        what: &str,
+        asked: Instant,
+        deadline: Instant,
+    ) -> Result<ops::OpGuard<'_>, SafepointError> {
+        let _wait = SafeWait::enter();
+        self.ops
+            .acquire_scoped(what, deadline)
+            .map_err(|holder| SafepointError::Busy {
+                reason: what.to_owned(),
+                holder,
+                waited_ms: asked.elapsed().as_millis() as u64,
+            })
+    }
+
     /// Removes `m` from the members (the caller holds the op lock).
     fn remove_member(&self, m: &'static Mutator) {
         let mut members = lock(&self.members);

@@ -64,6 +64,64 @@ impl Chase {
     }
 }
 
+impl Chase {
+    /// Sends the stop signal to the thread of `record` if it is due (`now` past `next`),
+    /// unless one is still unhandled (then it waits longer — or sends again if the thread's
+    /// own `sigwait` took the last one), and schedules the next. Returns `Err(ESRCH)` for a
+    /// thread gone from the process (the caller forgets it); other failures are noted in
+    /// `failed` and tried again in 1 ms.
+    pub(super) fn signal(&mut self, record: &StopRecord, now: Instant) -> Result<(), Errno> {
+        if now < self.next {
+            return Ok(());
+        }
+        match os::send_stop_signal(record) {
+            os::SendOutcome::Sent => {
+                self.sent += 1;
+                self.next = now + self.backoff;
+                self.backoff = next_backoff(self.backoff, record.unsafe_stops().2);
+            }
+            os::SendOutcome::Outstanding if signal_lost(record) => {
+                // Taken by the thread's own sigwait or signalfd: send another.
+                os::protocol::resync(record.core());
+            }
+            os::SendOutcome::Outstanding => {
+                self.next = now + self.backoff;
+                self.backoff = next_backoff(self.backoff, true);
+            }
+            os::SendOutcome::Failed(Errno::ESRCH) if vanished(record.tid()) => {
+                self.failed = Some(Errno::ESRCH);
+                return Err(Errno::ESRCH);
+            }
+            os::SendOutcome::Failed(e) => {
+                self.failed = Some(e);
+                self.next = now + Duration::from_millis(1);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The next wait before the stop signal is sent to a thread again, after `backoff`: it
+/// doubles up to 1 ms, and grows to 50 ms for a thread found blocked in a system call
+/// outside a safe region, or with a signal still unhandled (each signal would interrupt its
+/// call again).
+pub(super) fn next_backoff(backoff: Duration, slow: bool) -> Duration {
+    if slow {
+        (backoff * 4).clamp(Duration::from_millis(5), Duration::from_millis(50))
+    } else {
+        (backoff * 2).min(Duration::from_millis(1))
+    }
+}
+
+/// Logs that a thread gone from the process without finishing is forgotten.
+pub(super) fn forgotten(name: &std::ffi::CStr, tid: i32) {
+    log::warn!(
+        target: "safepoint",
+        "Thread \"{}\" (tid {tid}) is gone without having detached from the VM (tgkill: ESRCH); it is forgotten",
+        name.to_string_lossy()
+    );
+}
+
 /// Whether thread `tid` is gone from the process.
 pub(super) fn vanished(tid: i32) -> bool {
     tid > 0 && !procfs::task_exists(tid)

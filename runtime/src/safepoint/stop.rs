@@ -8,8 +8,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rtvm_os_linux::safepoint::{self as os, SendOutcome};
-use rtvm_os_linux::Errno;
+use rtvm_os_linux::safepoint as os;
 
 use super::report::{self, Chase};
 use super::{
@@ -101,12 +100,7 @@ impl WorldStopped {
         }
         for &i in &self.vanished {
             let m = &self.members[i];
-            log::warn!(
-                target: "safepoint",
-                "Thread \"{}\" (tid {}) is gone without having detached from the VM (tgkill: ESRCH); it is forgotten",
-                m.name.to_string_lossy(),
-                m.mutator.record.tid()
-            );
+            report::forgotten(&m.name, m.mutator.record.tid());
             lock(&self.owner.vanished).push(m.mutator.id());
             self.owner.any_vanished.store(true, Ordering::Release);
             self.owner.remove_member(m.mutator);
@@ -136,17 +130,6 @@ impl Drop for WorldStopped {
     }
 }
 
-/// The next wait before the stop signal is sent to a thread again, after `backoff`: it
-/// doubles up to 1 ms, and grows to 50 ms for a thread found blocked in a system call
-/// outside a safe region (each signal would interrupt its call again).
-pub(super) fn next_backoff(backoff: Duration, in_syscall: bool) -> Duration {
-    if in_syscall {
-        (backoff * 4).clamp(Duration::from_millis(5), Duration::from_millis(50))
-    } else {
-        (backoff * 2).min(Duration::from_millis(1))
-    }
-}
-
 impl Safepoints {
     /// Stops every other mutator (see [`WorldStopped`]), or gives up after `timeout` naming
     /// the threads that did not stop (the world is let go then). Waiting for another stop or
@@ -168,17 +151,8 @@ impl Safepoints {
         let config = self.config();
         let asked = Instant::now();
         let deadline = asked + timeout;
-        // Waiting for another stop or handshake to end is a safe region for a mutator.
-        {
-            let _wait = super::SafeWait::enter();
-            self.ops
-                .acquire(reason, deadline)
-                .map_err(|holder| SafepointError::Busy {
-                    reason: reason.to_owned(),
-                    holder,
-                    waited_ms: asked.elapsed().as_millis() as u64,
-                })?;
-        }
+        // Released by `let_go`, on whichever thread resumes the world.
+        std::mem::forget(self.take_ops(reason, asked, deadline)?);
         // Where the signal may stop threads: the loader's lock is taken here, before any
         // thread is stopped.
         if config.signals {
@@ -226,33 +200,12 @@ impl Safepoints {
             }
             let now = Instant::now();
             if config.signals {
-                for c in chase.iter_mut().filter(|c| now >= c.next) {
+                for c in chase.iter_mut() {
                     let m = &world.members[c.index];
                     let record = &m.mutator.record;
-                    match os::send_stop_signal(record) {
-                        SendOutcome::Sent => {
-                            c.sent += 1;
-                            c.next = now + c.backoff;
-                            c.backoff = next_backoff(c.backoff, record.unsafe_stops().2);
-                        }
-                        SendOutcome::Outstanding if report::signal_lost(record) => {
-                            // Taken by the thread's own sigwait or signalfd: send another.
-                            os::protocol::resync(record.core());
-                        }
-                        SendOutcome::Outstanding => {
-                            c.next = now + c.backoff;
-                            c.backoff = next_backoff(c.backoff, true);
-                        }
-                        SendOutcome::Failed(Errno::ESRCH) if report::vanished(record.tid()) => {
-                            c.failed = Some(Errno::ESRCH);
-                            if os::protocol::mark_vanished(record.core()) {
-                                world.vanished.push(c.index);
-                            }
-                        }
-                        SendOutcome::Failed(e) => {
-                            c.failed = Some(e);
-                            c.next = now + Duration::from_millis(1);
-                        }
+                    if c.signal(record, now).is_err() && os::protocol::mark_vanished(record.core())
+                    {
+                        world.vanished.push(c.index);
                     }
                 }
             }
