@@ -15,20 +15,10 @@ use std::time::{Duration, Instant};
 
 use rtvm::{InitArgs, MemoryRequest, ThreadError, Vm};
 use rtvm_os_linux::procfs;
-use rtvm_testkit::child::{child_role, describe, run_child};
+use rtvm_testkit::child::{check_child, child_role, describe, run_child};
 use rtvm_testkit::stack::use_stack;
 
 const MB: usize = 1 << 20;
-
-fn check_child(test: &str) {
-    let out = run_child(test, "child");
-    assert!(
-        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("CHILD OK"),
-        "{}",
-        describe(&out)
-    );
-    print!("{}", String::from_utf8_lossy(&out.stdout));
-}
 
 fn rss() -> usize {
     procfs::read_status().unwrap().vm_rss_kb as usize * 1024

@@ -24,17 +24,7 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
 use rtvm::{InitArgs, SafepointError, ShutdownError, StopHow, Vm, VmHandle};
-use rtvm_testkit::child::{child_role, describe, run_child};
-
-fn check_child(test: &str) {
-    let out = run_child(test, "child");
-    assert!(
-        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("CHILD OK"),
-        "{}",
-        describe(&out)
-    );
-    print!("{}", String::from_utf8_lossy(&out.stdout));
-}
+use rtvm_testkit::child::{check_child, child_role, describe, run_child};
 
 fn create(options: &[&str]) -> Vm {
     Vm::create(InitArgs::new(options.iter().copied())).unwrap()

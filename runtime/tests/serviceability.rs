@@ -12,16 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rtvm::{InitArgs, Vm};
-use rtvm_testkit::child::{child_role, describe, run_child};
-
-fn check_child(test: &str) {
-    let out = run_child(test, "child");
-    assert!(
-        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("CHILD OK"),
-        "{}",
-        describe(&out)
-    );
-}
+use rtvm_testkit::child::{check_child, child_role, describe};
 
 fn socket() -> PathBuf {
     PathBuf::from(format!("/tmp/.java_pid{}", std::process::id()))

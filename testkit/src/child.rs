@@ -22,6 +22,18 @@ pub fn run_child(test: &str, role: &str) -> Output {
         .expect("re-running the test binary")
 }
 
+/// Runs `test` — the calling test itself — again in a child process playing role `child`
+/// and asserts that it exited 0 having printed `CHILD OK`; shows the child's stdout.
+pub fn check_child(test: &str) {
+    let out = run_child(test, "child");
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("CHILD OK"),
+        "{}",
+        describe(&out)
+    );
+    print!("{}", String::from_utf8_lossy(&out.stdout));
+}
+
 /// A child's status and output, for assertion messages.
 pub fn describe(out: &Output) -> String {
     format!(

@@ -27,4 +27,27 @@
     } while (0)
 #define OKAY(call) EXPECT((call) == RTVM_OK, "%s", #call)
 
+#ifndef CHECK_NO_HELPERS
+#include <errno.h>
+#include <time.h>
+
+/* A VM with these options (and the defaults otherwise); a failure ends the test. */
+static inline rtvm_vm *check_create(const char *const *options, size_t n) {
+    rtvm_init_args a = {.version = RTVM_VERSION_1};
+    OKAY(rtvm_get_default_init_args(&a));
+    a.options = options;
+    a.n_options = n;
+    rtvm_vm *v = NULL;
+    OKAY(rtvm_create(&a, &v));
+    return v;
+}
+
+/* Sleeps `us` microseconds, however many signals interrupt the sleep. */
+static inline void check_sleep_us(long us) {
+    struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+#endif
+
 #endif

@@ -67,21 +67,9 @@
 static rtvm_vm *vm;
 static atomic_int stop_all;
 
-static rtvm_vm *create(const char *const *options, size_t n) {
-    rtvm_init_args a = {.version = RTVM_VERSION_1};
-    OKAY(rtvm_get_default_init_args(&a));
-    a.options = options;
-    a.n_options = n;
-    rtvm_vm *v = NULL;
-    OKAY(rtvm_create(&a, &v));
-    return v;
-}
+#define create check_create
 
-static void sleep_us(long us) {
-    struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
-}
+#define sleep_us check_sleep_us
 
 static double now_ms(void) {
     struct timespec ts;
