@@ -174,6 +174,9 @@ pub(crate) struct Safepoints {
     ops: ops::OpLock,
     /// The members (changed and read only by the holder of `ops`).
     members: Mutex<Vec<Member>>,
+    /// A copy of `members` for stops, made by the first stop after a change (10,000 idle
+    /// threads are stopped without copying them each time).
+    snapshot: Mutex<Option<Arc<Vec<Member>>>>,
     config: Mutex<SafepointConfig>,
     last_end: Mutex<Option<Instant>>,
     /// Ids of threads a stop found gone without finishing (`ESRCH`): the registry forgets them.
@@ -187,6 +190,7 @@ impl Safepoints {
         Safepoints {
             ops: ops::OpLock::new(),
             members: Mutex::new(Vec::new()),
+            snapshot: Mutex::new(None),
             config: Mutex::new(SafepointConfig {
                 signals: false,
                 grace: Duration::from_micros(200),
@@ -237,6 +241,7 @@ impl Safepoints {
             stack,
         });
         drop(members);
+        *lock(&self.snapshot) = None;
         Ok(m)
     }
 
@@ -276,9 +281,16 @@ impl Safepoints {
                 moved.mutator.index.store(i, Ordering::Relaxed);
             }
             drop(members);
+            *lock(&self.snapshot) = None;
             drop(gone);
             pool::give_back(m);
         }
+    }
+
+    /// The members, as a stop sees them (the caller holds the op lock: they do not change).
+    fn snapshot(&self) -> Arc<Vec<Member>> {
+        let mut snapshot = lock(&self.snapshot);
+        Arc::clone(snapshot.get_or_insert_with(|| Arc::new(lock(&self.members).clone())))
     }
 
     /// The ids of threads stops found gone without finishing, taken once.

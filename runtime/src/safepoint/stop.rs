@@ -24,7 +24,7 @@ use super::{
 pub struct WorldStopped {
     owner: Arc<Safepoints>,
     /// The members when the stop began (none joins or leaves until it ends).
-    members: Vec<Member>,
+    members: Arc<Vec<Member>>,
     /// Indices of the stopped members (the caller and finished threads left out).
     stopped: Vec<usize>,
     /// Members found gone without finishing (`ESRCH`): forgotten when the world resumes.
@@ -90,7 +90,7 @@ impl WorldStopped {
         }
         self.resumed = true;
         let at = self.begun.elapsed();
-        for m in &self.members {
+        for m in self.members.iter() {
             m.mutator.record.arm_poll(false);
         }
         POLL_PENDING.fetch_sub(1, Ordering::SeqCst);
@@ -158,10 +158,12 @@ impl Safepoints {
         if config.signals {
             os::code::refresh();
         }
-        let members: Vec<Member> = lock(&self.members).clone();
+        let members = self.snapshot();
         let since_last = lock(&self.last_end).map(|t| t.elapsed());
         let mut stopped: Vec<usize> = Vec::with_capacity(members.len());
-        let mut chase: Vec<Chase> = Vec::with_capacity(members.len());
+        // Only threads running now are chased: one in a safe region stays out of the
+        // embedder's code until the world resumes.
+        let mut chase: Vec<Chase> = Vec::new();
         let begun = Instant::now();
         if let Some(me) = me {
             me.record.set_exempt(true);
@@ -174,7 +176,9 @@ impl Safepoints {
             }
             m.mutator.record.arm_poll(true);
             stopped.push(i);
-            chase.push(Chase::new(i, begun + config.grace));
+            if m.mutator.record.state() == os::RUNNING {
+                chase.push(Chase::new(i, begun + config.grace));
+            }
         }
         let mut world = WorldStopped {
             owner: Arc::clone(self),
