@@ -50,7 +50,14 @@ pub(super) struct Chase {
     pub(super) sent: u32,
     /// The last failure of `tgkill`.
     pub(super) failed: Option<Errno>,
+    /// When the last signal was sent.
+    sent_at: Option<Instant>,
 }
+
+/// How long a signal may stay unhandled before the stopper asks the kernel whether it is
+/// still pending (a thread's own `sigwait` or `signalfd` may have taken it): a signal to a
+/// thread that waits for a CPU is merely late.
+const LOST_AFTER: Duration = Duration::from_millis(10);
 
 impl Chase {
     pub(super) fn new(index: usize, first: Instant) -> Chase {
@@ -60,6 +67,7 @@ impl Chase {
             backoff: Duration::from_micros(20),
             sent: 0,
             failed: None,
+            sent_at: None,
         }
     }
 }
@@ -77,10 +85,16 @@ impl Chase {
         match os::send_stop_signal(record) {
             os::SendOutcome::Sent => {
                 self.sent += 1;
+                self.sent_at = Some(now);
                 self.next = now + self.backoff;
                 self.backoff = next_backoff(self.backoff, record.unsafe_stops().2);
             }
-            os::SendOutcome::Outstanding if signal_lost(record) => {
+            os::SendOutcome::Outstanding
+                if self
+                    .sent_at
+                    .is_none_or(|t| now.saturating_duration_since(t) >= LOST_AFTER)
+                    && signal_lost(record) =>
+            {
                 // Taken by the thread's own sigwait or signalfd: send another.
                 os::protocol::resync(record.core());
             }
