@@ -348,13 +348,15 @@ impl EmbedderCommands {
         }
         run.cv.notify_all();
         drop(st);
+        // Its thread (if it answers a client) is listed for joining before the client gets
+        // its reply: a client that asks again at once finds it joined by that next run (the
+        // join waits at most for this delivery, bounded by the reply's write timeout). It
+        // leaves `running` after the delivery: a destroy that saw it leave joins it.
+        self.lock().ended.extend(to_join);
         if let (Some(d), Some(r)) = (deliver, reply) {
             d(r);
         }
-        // Its thread (if it answered a client) is listed for joining in the same step as the
-        // run leaves `running`: a destroy that saw it leave joins it.
         let mut t = self.lock();
-        t.ended.extend(to_join);
         t.running.retain(|r| !Arc::ptr_eq(r, run));
         self.ended.notify_all();
     }
