@@ -3,7 +3,8 @@
 //! stack pointer, posts a semaphore and waits in `sigsuspend` for the restart signal; the
 //! restart signals every thread again and waits for each to acknowledge).
 //!
-//! `cargo bench -p rtvm --bench safepoint [-- --rounds N]`
+//! `cargo bench -p rtvm --bench safepoint [-- --rounds N] [--poll-only]` (`--poll-only`: only the
+//! poll's cost in a loop, for a re-measure on a quiet machine)
 //!
 //! * Idle threads (100, 1,000, 10,000), blocked in a wait: rtvm's are VM threads parked in a
 //!   safe region, the baseline's plain pthreads parked on a futex.
@@ -509,7 +510,12 @@ fn main() {
         "{:<24} {:>6}  {:<22} {:>12} {:>9} {:>12} {:>9}",
         "threads", "n", "variant", "stop µs", "× sig", "resume µs", "× sig"
     );
-    for s in SCENARIOS {
+    let scenarios = if args.iter().any(|a| a == "--poll-only") {
+        &[][..]
+    } else {
+        SCENARIOS
+    };
+    for s in scenarios {
         let k = s.variants.len();
         let mut got: Vec<Vec<Figures>> = vec![Vec::new(); k];
         for r in 0..rounds {
