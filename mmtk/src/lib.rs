@@ -51,6 +51,10 @@ pub use config::{Config, ConfigError, Plan, Trigger, ACCEPTED_PLANS, MIN_HEAP};
 
 use state::{lock, MutatorCell};
 
+/// Whether MMTk was built with its `sanity` feature (this crate's feature `sanity`): every
+/// collection is followed by a sanity trace that checks it.
+pub const SANITY_CHECKS: bool = cfg!(feature = "sanity");
+
 /// A language's object model, as the collector needs it. Objects start with one header word
 /// (the language's to use); an object reference is the address of that word.
 pub trait Language: Send + Sync + 'static {

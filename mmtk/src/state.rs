@@ -418,8 +418,20 @@ pub(crate) fn spawn_worker<L: Language>(worker: Box<mmtk::scheduler::GCWorker<Rt
     let tls = VMWorkerThread(VMThread(OpaquePointer::from_address(unsafe_address(
         index * 2 + 1,
     ))));
+    let thread = name.clone();
     match vm.spawn_collector(&name, move || {
-        memory_manager::start_worker(mmtk, tls, worker);
+        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            memory_manager::start_worker(mmtk, tls, worker);
+        }));
+        if run.is_err() {
+            // MMTk's state is broken mid-collection: every mutator would wait for the
+            // collection forever. End the process as a VM's fatal error does.
+            let _ = std::io::Write::write_all(
+                &mut std::io::stderr(),
+                format!("rtvm: fatal error: MMTk's GC worker \"{thread}\" panicked (see above); the heap cannot be collected any more\n").as_bytes(),
+            );
+            std::process::abort();
+        }
     }) {
         Ok(_thread) => {} // the VM's destroy joins it
         Err(e) => *lock(&SPAWN_ERROR) = Some(format!("{name}: {e}")),
