@@ -320,8 +320,18 @@ impl<L: Language> Mmtk<L> {
             _language: PhantomData,
         };
         log::info!(target: "gc", "Using MMTk {}", config.plan);
-        log::info!(target: "gc+heap", "Heap: {}, address range [{:#x}, {:#x})", state::describe(&config),
-            memory_manager::starting_heap_address().as_usize(), memory_manager::last_heap_address().as_usize());
+        log::info!(
+            target: "gc+heap",
+            "Heap: {}, address range [{:#x}, {:#x}){}",
+            state::describe(&config),
+            memory_manager::starting_heap_address().as_usize(),
+            memory_manager::last_heap_address().as_usize(),
+            if SANITY_CHECKS {
+                ", sanity checks on (a sanity trace after every collection)"
+            } else {
+                ""
+            }
+        );
         service::register(&me);
         Ok(me)
     }
