@@ -430,6 +430,15 @@ pub(crate) fn spawn_worker<L: Language>(worker: Box<mmtk::scheduler::GCWorker<Rt
 /// instance is free for another VM.
 pub(crate) fn release<L: Language>() {
     let mmtk = mmtk::<L>();
+    // HotSpot's `-Xlog:gc+heap+exit`: `Heap`, then what `GC.heap_info` prints.
+    if log::log_enabled!(target: "gc+heap+exit", log::Level::Info) {
+        if let Some(config) = lock(&INSTANCE).as_ref().map(|i| i.config) {
+            log::info!(target: "gc+heap+exit", "Heap");
+            for line in crate::service::heap_info::<L>(&config).lines() {
+                log::info!(target: "gc+heap+exit", "{line}");
+            }
+        }
+    }
     mmtk.prepare_to_fork();
     set_vm(None);
     if let Some(i) = lock(&INSTANCE).as_mut() {
