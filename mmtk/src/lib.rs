@@ -186,6 +186,8 @@ pub struct Mmtk<L: Language> {
     los_threshold: usize,
     /// The plan needs the object-remembering barrier (StickyImmix).
     barrier: bool,
+    /// NoGC: the heap's limit, which the binding enforces (0: MMTk's trigger does).
+    no_gc_limit: usize,
     _language: PhantomData<fn() -> L>,
 }
 
@@ -196,6 +198,7 @@ impl<L: Language> Clone for Mmtk<L> {
             config: self.config,
             los_threshold: self.los_threshold,
             barrier: self.barrier,
+            no_gc_limit: self.no_gc_limit,
             _language: PhantomData,
         }
     }
@@ -272,6 +275,11 @@ impl<L: Language> Mmtk<L> {
                     mmtk,
                     mmtk::util::opaque_pointer::VMThread::UNINITIALIZED,
                 );
+                if config.plan == Plan::NoGC {
+                    // MMTk's NoGC panics when its trigger asks for a collection: it never
+                    // asks now, and the binding enforces -Xmx itself (`Mutator::alloc`).
+                    let _ = memory_manager::disable_collection(mmtk);
+                }
                 *instance = Some(state::Instance {
                     language: TypeId::of::<L>(),
                     config,
@@ -300,6 +308,11 @@ impl<L: Language> Mmtk<L> {
             config,
             los_threshold: constraints.max_non_los_default_alloc_bytes,
             barrier: constraints.barrier != BarrierSelector::NoBarrier,
+            no_gc_limit: if config.plan == Plan::NoGC {
+                config.trigger.max()
+            } else {
+                0
+            },
             _language: PhantomData,
         };
         log::info!(target: "gc", "Using MMTk {}", config.plan);
@@ -332,6 +345,7 @@ impl<L: Language> Mmtk<L> {
             cell,
             los_threshold: self.los_threshold,
             barrier: self.barrier,
+            no_gc_limit: self.no_gc_limit,
             _not_send: PhantomData,
         })
     }
@@ -381,6 +395,7 @@ pub struct Mutator<L: Language> {
     cell: Box<MutatorCell<L>>,
     los_threshold: usize,
     barrier: bool,
+    no_gc_limit: usize,
     _not_send: PhantomData<*const ()>,
 }
 
@@ -403,7 +418,10 @@ impl<L: Language> Mutator<L> {
         bytes: usize,
         init: impl FnOnce(ObjRef),
     ) -> Result<ObjRef, OutOfMemory> {
-        debug_assert!(bytes >= 16 && bytes.is_multiple_of(8), "object size {bytes}");
+        debug_assert!(
+            bytes >= 16 && bytes.is_multiple_of(8),
+            "object size {bytes}"
+        );
         let semantics = if bytes >= self.los_threshold {
             AllocationSemantics::Los
         } else {
@@ -413,6 +431,11 @@ impl<L: Language> Mutator<L> {
         let _ns = NoAsyncStop::enter();
         // SAFETY: this thread's own registered mutator, used by this thread while running.
         let m = unsafe { self.cell.mutator_mut_ref() };
+        if self.no_gc_limit != 0
+            && memory_manager::used_bytes(state::mmtk::<L>()) + bytes > self.no_gc_limit
+        {
+            return Err(OutOfMemory);
+        }
         let a = memory_manager::alloc(m, bytes, 8, 0, semantics);
         if a.is_zero() {
             self.cell.out_of_memory.store(false, Ordering::Relaxed);
