@@ -10,7 +10,7 @@
  *          count of lines equals the collections the VM counted,
  *          -Xlog:safepoint has one stop per collection (op MMTkCollectForAllocation, the
  *          time to reach it) in java's shape, and -Xlog:gc+heap=debug one detail line per
- *          collection
+ *          collection; under -XX:MMTkPlan=StickyImmix, nursery collections are `Pause Young`
  * @requires os.family == "linux"
  * @requires vm.flagless
  * @run driver TestMMTkXlog
@@ -97,5 +97,15 @@ pub fn main(_vm: &Vm, _args: &[String]) -> TestResult {
     }
     let reach: Vec<u64> = gc_stops.iter().map(|(_, ns)| *ns).collect();
     println!("with gc+heap+exit: {n} collections counted = {} -Xlog:gc lines = {} stops (reached in {reach:?} ns) = {heap_details} gc+heap lines", pauses.len(), gc_stops.len());
+
+    // StickyImmix: nursery collections are `Pause Young`, as java's young pauses.
+    let sticky = run(&["-XX:MMTkPlan=StickyImmix", "-Xmx16m", "-Xlog:gc,gc+heap+exit", "BinaryTrees", "14", "2"])?;
+    check(using_line(&sticky.stdout).as_deref() == Some("MMTk StickyImmix"), || format!("no `Using MMTk StickyImmix`:\n{}", sticky.stdout))?;
+    let pauses = gc_pauses(&sticky.stdout, true)?;
+    let exit = sticky.stdout.lines().find(|l| l.contains("][gc,heap,exit") && l.contains(" collections ")).unwrap_or_default();
+    check(exit.contains(&format!(" collections {}, ", pauses.len())), || format!("{} -Xlog:gc lines, exit block {exit:?}", pauses.len()))?;
+    let young = pauses.iter().filter(|p| p.kind == "Young").count();
+    check(young > 0 && pauses.iter().all(|p| p.kind == "Young" || p.kind == "Full"), || format!("StickyImmix's pauses: {pauses:?}"))?;
+    println!("StickyImmix: {} collections, {young} of them Pause Young", pauses.len());
     Ok(())
 }
