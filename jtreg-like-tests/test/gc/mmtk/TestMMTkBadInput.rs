@@ -7,7 +7,8 @@
  *          stderr and java's exit status, no panic; -Xms above -Xmx is java's message, stream
  *          and status; -XX:ParallelGCThreads=0 is refused at start-up as java with G1 (its
  *          default collector) refuses it: `Error occurred during initialization of VM` and
- *          `... can not be combined with -XX:ParallelGCThreads=0` on stdout, status 1; an
+ *          `... can not be combined with -XX:ParallelGCThreads=0` on stdout, status 1; -Xmx4m
+ *          (below MMTk's least heap) as java's -Xmx1: `Too small maximum heap` there too; an
  *          unknown -XX:MMTkPlan lists the accepted names, and plans that cannot take
  *          conservative roots (SemiSpace, GenCopy, GenImmix, MarkCompact) are refused at
  *          start-up naming the plan and why, as bad options are (stderr, status 1), before any
@@ -76,6 +77,16 @@ pub fn main(_vm: &Vm, _args: &[String]) -> TestResult {
         check(theirs.len() == 2 && theirs[0] == lines[0] && theirs[1].contains("can not be combined with -XX:ParallelGCThreads=0") && j.stderr.is_empty() && j.exit == ours.exit, || format!("ParallelGCThreads=0: rtvm {ours:?}\njava {j:?}"))?;
     }
     println!("-XX:ParallelGCThreads=0: {:?}, as java with G1", lines[1]);
+
+    // A heap below MMTk's least: as java's `-Xmx1` (a too small heap), an initialization error.
+    let ours = rtvm(&["-Xmx4m", "BinaryTrees", "4"])?;
+    no_panic(&ours)?;
+    let lines: Vec<&str> = ours.stdout.lines().collect();
+    check(lines.len() == 2 && lines[0] == "Error occurred during initialization of VM" && lines[1].starts_with("Too small maximum heap") && ours.stderr.is_empty() && ours.exit == 1, || format!("-Xmx4m: {ours:?}"))?;
+    if let Some(j) = java(&["-Xmx1", "-version"])? {
+        check(j.stdout.lines().next() == Some(lines[0]) && j.stdout.lines().nth(1).is_some_and(|l| l.starts_with("Too small maximum heap")) && j.stderr.is_empty() && j.exit == ours.exit, || format!("too small a heap: rtvm {ours:?}\njava {j:?}"))?;
+    }
+    println!("-Xmx4m: {:?}, as java's -Xmx1", lines[1]);
 
     // Plans: an unknown one lists the accepted names; the refused ones say why. As a bad
     // option: stderr, the launcher's lines, status 1, nothing of the main's.
