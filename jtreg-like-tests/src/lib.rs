@@ -21,6 +21,7 @@ pub mod cli;
 pub mod ctools;
 pub mod expr;
 pub mod fakefs;
+pub mod gclog;
 pub mod header;
 pub mod props;
 pub mod run;

@@ -8,7 +8,7 @@ use std::io::Write as _;
 use std::time::Instant;
 
 use rtvm::Vm;
-use rtvm_mmtk::{Language, Mmtk, Mutator, ObjRef, OutOfMemory};
+use rtvm_mmtk::{Language, Mmtk, Mutator, ObjRef, OutOfMemory, StartError};
 
 use crate::{Exit, MainResult, CREATE_FAILED};
 
@@ -43,6 +43,15 @@ type Heap = Mmtk<Objects>;
 /// Starts MMTk for the main; its refusals end the launcher as a bad option does.
 fn start(vm: &Vm) -> Result<Heap, Box<dyn std::error::Error + Send + Sync>> {
     Mmtk::<Objects>::start(vm).map_err(|e| {
+        if matches!(&e, StartError::Config(c) if c.is_initialization_error()) {
+            // As java: on stdout, without the launcher's lines.
+            let _ = print(&format!("Error occurred during initialization of VM\n{e}"));
+            return Exit {
+                status: 1,
+                message: None,
+            }
+            .into();
+        }
         Exit {
             status: 1,
             message: Some(format!("{e}\n{}", CREATE_FAILED.trim_end())),

@@ -219,9 +219,21 @@ impl fmt::Display for ConfigError {
                 size_text(MIN_HEAP)
             ),
             ConfigError::NoWorkers => f.write_str(
-                "Improperly specified VM option 'ParallelGCThreads=0': MMTk needs at least one GC worker thread",
+                "The MMTk heap can not be combined with -XX:ParallelGCThreads=0 (it needs at least one GC worker thread)",
             ),
         }
+    }
+}
+
+impl ConfigError {
+    /// Whether java reports its like as a failed initialization (`Error occurred during
+    /// initialization of VM`, then the message, on stdout: `-Xmx1`, `ParallelGCThreads=0`
+    /// with G1) rather than as a bad option (on stderr).
+    pub fn is_initialization_error(&self) -> bool {
+        matches!(
+            self,
+            ConfigError::HeapTooSmall { .. } | ConfigError::NoWorkers
+        )
     }
 }
 

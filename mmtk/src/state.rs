@@ -270,7 +270,10 @@ pub(crate) fn stop_the_world<L: Language>() {
 pub(crate) fn resume_the_world<L: Language>() {
     let mmtk = mmtk::<L>();
     *ROOT_TABLE.write().unwrap_or_else(|p| p.into_inner()) = None;
-    let pause = lock(&PAUSE).take();
+    // Held until the epoch moves: a request (`request_collection`) sees a pause from its
+    // stop to its epoch, never half of one.
+    let mut guard = lock(&PAUSE);
+    let pause = guard.take();
     let used_after = memory_manager::used_bytes(mmtk);
     let total = memory_manager::total_bytes(mmtk);
     let young = mmtk
@@ -307,6 +310,7 @@ pub(crate) fn resume_the_world<L: Language>() {
     let (epoch, cv) = &EPOCH;
     *lock(epoch) += 1;
     cv.notify_all();
+    drop(guard);
 }
 
 /// The conservative roots of a stopped thread: every word of its scan ranges and saved
@@ -363,39 +367,65 @@ pub(crate) fn conservative_roots<L: Language>(thread_id: u64) -> Vec<ObjectRefer
 static EPOCH: (Mutex<u64>, Condvar) = (Mutex::new(0), Condvar::new());
 
 thread_local! {
-    /// The epoch before this thread asked for a collection itself ([`request_collection`]).
-    static ASKED_AT: Cell<Option<u64>> = const { Cell::new(None) };
+    /// This thread is asking for a collection itself ([`request_collection`]): MMTk's
+    /// `block_for_gc` returns at once, the request waits once MMTk took it.
+    static ASKING: Cell<bool> = const { Cell::new(false) };
 }
 
 pub(crate) fn epoch() -> u64 {
     *lock(&EPOCH.0)
 }
 
-/// Asks MMTk for a collection on behalf of `tls` and waits for it (`GC.run`, `collect`).
-pub(crate) fn request_collection<L: Language>(tls: VMMutatorThread) -> bool {
-    USER_REQUEST.store(true, Ordering::Release);
-    ASKED_AT.with(|a| a.set(Some(epoch())));
-    let ran = memory_manager::handle_user_collection_request(mmtk::<L>(), tls);
-    ASKED_AT.with(|a| a.set(None));
-    if !ran {
-        USER_REQUEST.store(false, Ordering::Release);
+/// Waits, in a safe region, until the epoch is past `before`.
+fn wait_past(before: u64) {
+    let (epoch, cv) = &EPOCH;
+    let mut e = lock(epoch);
+    let _region = rtvm::SafeRegion::enter();
+    while *e == before {
+        e = cv.wait(e).unwrap_or_else(|p| p.into_inner());
     }
-    ran
+}
+
+/// Asks MMTk for a collection on behalf of `tls` and waits for it (`GC.run`, `collect`), from
+/// any thread — one the world does not stop (the attach listener's) too: MMTk (0.33) panics
+/// at a request made during a pause (`Trying to request a GC pause in invalid status:
+/// InPause`), so a request waits for the pause in progress to end, then asks while no pause
+/// can begin.
+pub(crate) fn request_collection<L: Language>(tls: VMMutatorThread) -> bool {
+    loop {
+        let ns = NoAsyncStop::enter();
+        let pause = lock(&PAUSE);
+        let before = epoch();
+        if pause.is_some() {
+            drop(pause);
+            drop(ns);
+            wait_past(before);
+            continue;
+        }
+        USER_REQUEST.store(true, Ordering::Release);
+        ASKING.with(|a| a.set(true));
+        let ran = memory_manager::handle_user_collection_request(mmtk::<L>(), tls);
+        ASKING.with(|a| a.set(false));
+        drop(pause);
+        drop(ns);
+        if !ran {
+            USER_REQUEST.store(false, Ordering::Release);
+            return false;
+        }
+        wait_past(before);
+        return true;
+    }
 }
 
 /// `Collection::block_for_gc`: waits, in a safe region, until the collection ends.
 ///
 /// A mutator gets here from inside an allocation, which runs in a no-stop section: the
 /// collection it asked for cannot have stopped the world — so cannot have ended — before it
-/// reads the epoch here and enters the safe region. A thread that asked itself
-/// ([`request_collection`]) read the epoch before asking.
+/// reads the epoch here and enters the safe region. A thread that asks itself
+/// ([`request_collection`]) does not wait here, but once MMTk took its request.
 pub(crate) fn block_for_gc(_tls: VMMutatorThread) {
-    let (epoch, cv) = &EPOCH;
-    let mut e = lock(epoch);
-    let before = ASKED_AT.with(|a| a.get()).unwrap_or(*e);
-    let _region = rtvm::SafeRegion::enter();
-    while *e == before {
-        e = cv.wait(e).unwrap_or_else(|p| p.into_inner());
+    if !ASKING.with(|a| a.get()) {
+        wait_past(epoch());
     }
 }
 
@@ -442,6 +472,15 @@ pub(crate) fn spawn_worker<L: Language>(worker: Box<mmtk::scheduler::GCWorker<Rt
 /// instance is free for another VM.
 pub(crate) fn release<L: Language>() {
     let mmtk = mmtk::<L>();
+    // HotSpot's `-Xlog:gc+heap+exit`: `Heap`, then what `GC.heap_info` prints.
+    if log::log_enabled!(target: "gc+heap+exit", log::Level::Info) {
+        if let Some(config) = lock(&INSTANCE).as_ref().map(|i| i.config) {
+            log::info!(target: "gc+heap+exit", "Heap");
+            for line in crate::service::heap_info::<L>(&config).lines() {
+                log::info!(target: "gc+heap+exit", "{line}");
+            }
+        }
+    }
     mmtk.prepare_to_fork();
     set_vm(None);
     if let Some(i) = lock(&INSTANCE).as_mut() {
