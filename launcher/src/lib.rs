@@ -86,6 +86,8 @@ pub struct MainEntry {
 #[derive(Clone, Debug, Default)]
 pub struct Mains {
     entries: Vec<MainEntry>,
+    /// Mains whose heap is the collector's (MMTk's): their VM reserves no heap of its own.
+    collector_heap: Vec<&'static str>,
 }
 
 impl Mains {
@@ -128,6 +130,8 @@ impl Mains {
             summary: "Ellis, Kovac and Boehm's GCBench on the MMTk heap (-XX:MMTkPlan)",
             main: gc_mains::gcbench,
         });
+        m.uses_collector_heap("BinaryTrees")
+            .uses_collector_heap("GCBench");
         m.add(MainEntry {
             name: "StopStraggler",
             usage: "blocked-in-libc|no-stop-section|polling <seconds>",
@@ -136,6 +140,13 @@ impl Mains {
             main: safepoint_mains::stop_straggler,
         });
         m
+    }
+
+    /// Marks the main `name` as one that runs on a collector's heap (the MMTk mains): the
+    /// launcher creates its VM with [`InitArgs::collector_heap`].
+    pub fn uses_collector_heap(&mut self, name: &'static str) -> &mut Mains {
+        self.collector_heap.push(name);
+        self
     }
 
     /// Registers a main; a later entry with the same name replaces an earlier one.
@@ -250,6 +261,9 @@ pub fn launch(program: &str, args: &[OsString], mains: &Mains) -> i32 {
         .launcher("SUN_STANDARD")
         .exit_hook(|status| std::process::exit(status));
     if let Some(main) = &main_name {
+        if mains.collector_heap.iter().any(|m| m == main) {
+            init = init.collector_heap(true);
+        }
         let mut command = main.clone();
         for a in &main_args {
             command.push(' ');

@@ -18,6 +18,13 @@
 //!   which keeps MMTk's valid-object bits and write barriers right, and polls
 //!   ([`rtvm::safepoint_poll`]) at loop back-edges.
 //!
+//! **The heap** is MMTk's, in MMTk's own address range: create the VM with
+//! [`InitArgs::collector_heap`](rtvm::InitArgs::collector_heap) so rtvm reserves none of its
+//! own (the launcher does for its MMTk mains). NMT's `Java Heap` line then reports MMTk's:
+//! reserved `-Xmx`, committed the pages MMTk's spaces hold. `-XX:+AlwaysPreTouch` is warned
+//! about and ignored: MMTk maps its memory chunk by chunk as the heap grows and has no hook
+//! to pretouch a chunk it maps.
+//!
 //! Plans: `Immix` (the default), `StickyImmix`, `MarkSweep`, `NoGC` — those that take pinning
 //! roots; `-XX:MMTkPlan` chooses. The heap: `-Xmx` is its limit, `-Xms` below `-Xmx` makes it
 //! grow and shrink between the two. See [`Config::from_flags`].
@@ -333,6 +340,19 @@ impl<L: Language> Mmtk<L> {
             }
         );
         service::register(&me);
+        vm.report_heap(move || {
+            let f = state::heap_figures::<L>(&config);
+            rtvm::CollectorHeap {
+                reserved: f.reserved,
+                committed: f.used,
+                range: f.range,
+                pages: if config.transparent_hugepages {
+                    "MMTk chunks, transparent huge pages".into()
+                } else {
+                    "MMTk chunks".into()
+                },
+            }
+        });
         Ok(me)
     }
 

@@ -36,6 +36,10 @@ pub struct InitArgs {
     /// Who creates the VM (`Launcher Type`, `sun.java.launcher`): `generic` unless set, as
     /// HotSpot says for a VM created through JNI.
     pub launcher: Option<String>,
+    /// The heap belongs to the embedder's collector ([`collector_heap`]).
+    ///
+    /// [`collector_heap`]: InitArgs::collector_heap
+    pub collector_heap: bool,
     /// The bytes of options that are not UTF-8, by their text in `options` ([`from_os`]):
     /// an `-Xlog` file name is used as given.
     ///
@@ -77,6 +81,7 @@ impl InitArgs {
             output: Output::standard(),
             command: None,
             launcher: None,
+            collector_heap: false,
             raw: HashMap::new(),
             exit: None,
         }
@@ -119,6 +124,18 @@ impl InitArgs {
             raw,
             ..InitArgs::new(Vec::<String>::new())
         }
+    }
+
+    /// Says that the embedder's collector owns the heap (the MMTk binding's does): rtvm
+    /// decides and checks the heap sizes as always (`-Xms`, `-Xmx`, ergonomics; the collector
+    /// reads them from [`VmHandle::flags`](crate::VmHandle::flags)) but reserves and commits
+    /// no heap of its own — [`Vm::allocate`](crate::VmHandle::allocate) and TLABs have no
+    /// room, there is no nursery — and `-XX:+AlwaysPreTouch` gets a warning instead of a
+    /// pretouch (the collector maps its memory as it grows). NMT's `Java Heap` line reports
+    /// what the collector reports ([`VmHandle::report_heap`](crate::VmHandle::report_heap)).
+    pub fn collector_heap(mut self, yes: bool) -> InitArgs {
+        self.collector_heap = yes;
+        self
     }
 
     /// Sets `ignore_unrecognized`.

@@ -97,7 +97,7 @@ pub use threads::{
     ThreadState, VmThread,
 };
 pub use version::version_text;
-pub use vm::{TrimReport, Vm, VmHandle};
+pub use vm::{CollectorHeap, TrimReport, Vm, VmHandle};
 pub use workers::TaskPanicked;
 
 /// The OS errors rtvm's errors carry ([`HeapError`], [`MemoryError`], [`ThreadError`]):

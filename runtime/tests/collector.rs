@@ -369,3 +369,58 @@ fn no_stop_sections_and_declared_code_keep_the_signal_out() {
     println!("20 stops that found a thread in a 20 ms no-stop section were taken at its end");
     println!("CHILD OK");
 }
+
+#[test]
+fn a_collector_heap_reserves_nothing_of_rtvms_and_nmt_reports_the_collectors() {
+    if child_role().is_none() {
+        return check_child(
+            "a_collector_heap_reserves_nothing_of_rtvms_and_nmt_reports_the_collectors",
+        );
+    }
+    let printed = Arc::new(std::sync::Mutex::new(String::new()));
+    let p = Arc::clone(&printed);
+    let vm = Vm::create(
+        InitArgs::new([
+            "-Xms64m",
+            "-Xmx64m",
+            "-XX:+AlwaysPreTouch",
+            "-XX:NativeMemoryTracking=summary",
+        ])
+        .collector_heap(true)
+        .output(move |_, text| p.lock().unwrap().push_str(text)),
+    )
+    .unwrap();
+    // The sizes are decided and checked as always: the collector reads them.
+    assert_eq!(vm.flags().get(rtvm::flags::flag::MaxHeapSize), 64 << 20);
+    let page = rtvm_os_linux::base_page_size();
+    let stats = vm.heap_stats();
+    assert_eq!((stats.reserved, stats.committed), (page, 0), "{stats:?}");
+    assert!(vm.allocate(16).is_none(), "rtvm's own heap has no room");
+    assert!(
+        printed.lock().unwrap().contains(
+            "rtvm warning: AlwaysPreTouch is ignored: the collector maps its heap as it grows"
+        ),
+        "{}",
+        printed.lock().unwrap()
+    );
+    // Before the collector reports: rtvm's page; after: the collector's figures.
+    assert_eq!(
+        vm.native_memory_summary().unwrap().heap.reserved,
+        page as u64
+    );
+    vm.report_heap(|| rtvm::CollectorHeap {
+        reserved: 64 << 20,
+        committed: 3 << 20,
+        range: 0x0200_0000_0000..0x2200_0000_0000,
+        pages: "collector chunks".into(),
+    });
+    let nmt = vm.native_memory_summary().unwrap();
+    assert_eq!((nmt.heap.reserved, nmt.heap.committed), (64 << 20, 3 << 20));
+    let report = nmt.report();
+    assert!(
+        report.contains("Java Heap (reserved=67108864, committed=3145728)"),
+        "{report}"
+    );
+    vm.shutdown().unwrap();
+    println!("CHILD OK");
+}

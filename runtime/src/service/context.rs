@@ -46,7 +46,13 @@ pub(crate) struct Context {
     pub(crate) dcmds: Arc<EmbedderCommands>,
     /// The embedder's exit hook, for the end a `SIGTERM`, `SIGINT` or `SIGHUP` brings.
     pub(crate) exit: Option<ExitHook>,
+    /// The collector's report of its heap, for NMT's `Java Heap` line
+    /// ([`crate::VmHandle::report_heap`]).
+    pub(crate) heap_report: Mutex<Option<HeapReporter>>,
 }
+
+/// What a collector reports of its heap.
+pub(crate) type HeapReporter = Arc<dyn Fn() -> crate::CollectorHeap + Send + Sync>;
 
 impl Context {
     /// The native memory summary, or `None` when `-XX:NativeMemoryTracking` is `off`;
@@ -68,10 +74,23 @@ impl Context {
             })
             .collect();
         let heap = &self.heap;
-        // NMT counts what the OS holds committed (all of a heap on explicit huge pages).
-        let usage = Usage {
-            reserved: heap.stats().reserved as u64,
-            committed: heap.os_committed() as u64,
+        // NMT counts what the OS holds committed (all of a heap on explicit huge pages), or
+        // what the collector that owns the heap reports.
+        let reporter = self
+            .heap_report
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let collector = reporter.map(|r| r());
+        let usage = match &collector {
+            Some(c) => Usage {
+                reserved: c.reserved as u64,
+                committed: c.committed as u64,
+            },
+            None => Usage {
+                reserved: heap.stats().reserved as u64,
+                committed: heap.os_committed() as u64,
+            },
         };
         let cached = self
             .registry
@@ -85,10 +104,14 @@ impl Context {
                 committed: resident as u64,
             })
             .collect();
+        let (range, pages) = match &collector {
+            Some(c) => (c.range.clone(), c.pages.clone()),
+            None => (heap.range(), heap.page_description().to_owned()),
+        };
         Some(NmtSummary::collect(
             usage,
-            heap.range(),
-            heap.page_description(),
+            range,
+            &pages,
             stacks,
             cached,
             self.memories.usage(),

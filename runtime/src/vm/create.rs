@@ -143,7 +143,29 @@ pub(super) fn create(args: InitArgs) -> Result<Vm, CreateError> {
     }
     ergonomics::log_page_sizes(&decided);
 
-    let policy = decided.policy;
+    let mut policy = decided.policy;
+    if args.collector_heap {
+        // The collector's heap: rtvm keeps one page of reservation (its heap API stays
+        // well-defined, with no room) and commits nothing.
+        let page = rtvm_os_linux::base_page_size();
+        log::info!(target: "gc+heap", "Heap: owned by the embedder's collector (MaxHeapSize={}, InitialHeapSize={}); the VM reserves none", policy.heap.max, policy.heap.initial);
+        if flags.get(flag::AlwaysPreTouch) {
+            output.write(
+                Stream::Stderr,
+                "rtvm warning: AlwaysPreTouch is ignored: the collector maps its heap as it grows (-XX:MMTkPlan heaps are not pretouched)\n",
+            );
+        }
+        policy.heap.min = 0;
+        policy.heap.initial = 0;
+        policy.heap.max = page;
+        policy.heap.nursery = 0;
+        policy.heap.explicit = None;
+    }
+    let mut heap_memory = policy.memory;
+    if args.collector_heap {
+        heap_memory.pages.advise_huge = false;
+        heap_memory.pages.page_size = rtvm_os_linux::base_page_size();
+    }
     let registry = Arc::new(Registry::new(
         NEXT_VM_ID.fetch_add(1, Ordering::Relaxed),
         policy.stacks.cache_size,
@@ -168,7 +190,7 @@ pub(super) fn create(args: InitArgs) -> Result<Vm, CreateError> {
         &policy.stacks,
     )?);
     let warn = |w: &str| output.write(Stream::Stderr, &format!("rtvm warning: {w}\n"));
-    let heap = Heap::reserve(&policy.heap, &policy.memory, &warn).inspect_err(|e| {
+    let heap = Heap::reserve(&policy.heap, &heap_memory, &warn).inspect_err(|e| {
         // HotSpot's warning before its out-of-memory report (the error says the rest).
         if let HeapError::Commit(os) = e {
             if os.is_out_of_memory() {
@@ -199,6 +221,7 @@ pub(super) fn create(args: InitArgs) -> Result<Vm, CreateError> {
             baseline: Mutex::new(None),
             dcmds: Default::default(),
             exit: args.exit.clone(),
+            heap_report: Mutex::new(None),
         },
         quit_baseline,
     )?;

@@ -102,6 +102,19 @@ pub(crate) struct VmInner {
     pub(super) stress: Mutex<Option<stress::Stress>>,
 }
 
+/// A collector's heap, as NMT reports it ([`VmHandle::report_heap`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CollectorHeap {
+    /// Bytes the heap may grow to (`-Xmx`).
+    pub reserved: usize,
+    /// Bytes the collector holds mapped for objects now.
+    pub committed: usize,
+    /// The address range the heap lies in.
+    pub range: std::ops::Range<usize>,
+    /// Its pages, in words (`4K pages`), for `detail`'s site line.
+    pub pages: String,
+}
+
 /// A shutdown hook ([`VmHandle::add_shutdown_hook`]).
 pub(super) type ShutdownHook = Box<dyn FnOnce() + Send + 'static>;
 
@@ -346,6 +359,22 @@ impl VmHandle {
     /// per thread and cache: a lock and a scan of the thread list.
     pub fn current_stack_bounds(&self) -> Option<StackBounds> {
         self.current_thread().map(|t| t.stack_bounds())
+    }
+
+    /// Makes NMT's `Java Heap` line (and `VM.native_memory`) report what `report` says of
+    /// the heap: for a collector that owns it ([`InitArgs::collector_heap`]). `report` runs
+    /// on whichever thread asks for the summary; it must not stop the world or wait for a
+    /// collection.
+    ///
+    /// [`InitArgs::collector_heap`]: crate::InitArgs::collector_heap
+    pub fn report_heap(&self, report: impl Fn() -> CollectorHeap + Send + Sync + 'static) {
+        *self
+            .inner
+            .service
+            .context()
+            .heap_report
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(report));
     }
 
     /// The native memory summary, or `None` when `-XX:NativeMemoryTracking` is `off`.
