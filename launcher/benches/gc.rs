@@ -408,7 +408,11 @@ struct Bench {
 impl Bench {
     fn command(&self, v: &Variant, w: Workload, log: &Path) -> Command {
         let heap = w.heap(&self.o);
-        let xlog = format!("-Xlog:gc,safepoint:file={}", log.display());
+        // The default decorations; no rotation (a long run's log must stay whole).
+        let xlog = format!(
+            "-Xlog:gc,safepoint:file={}:uptime,level,tags:filecount=0",
+            log.display()
+        );
         let common = [
             format!("-Xmx{heap}"),
             format!("-Xms{heap}"),
