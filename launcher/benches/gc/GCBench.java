@@ -1,8 +1,8 @@
 // GCBench (John Ellis and Pete Kovac, Post Communications; modified by Hans Boehm), as rtvm's
 // built-in `GCBench` main runs it: the trees of each depth are split over <mutator threads>
-// threads, the long-lived tree and array are checked at the end, and the output has the
-// original's lines without its memory diagnostics. Used by
-// `cargo bench -p rtvm-launcher --bench gc`.
+// threads; the stretch tree, each thread's last tree and, at the end, the long-lived tree and
+// array are checked; the output has the original's lines without its memory diagnostics.
+// Used by `cargo bench -p rtvm-launcher --bench gc`.
 //
 // java GCBench [<mutator threads>]
 
@@ -59,6 +59,14 @@ public final class GCBench {
         return node == null ? 0 : 1 + count(node.left) + count(node.right);
     }
 
+    /** A thread's last tree, checked (as rtvm's GCBench main does; all would double the work). */
+    static void checkLast(Node tree, int depth, String how) {
+        if (tree != null && count(tree) != treeSize(depth)) {
+            System.out.println("Failed: a " + how + " tree of depth " + depth + " is broken");
+            System.exit(1);
+        }
+    }
+
     /** Runs body(share) on each of the threads, thread t with its share of iterations. */
     static void split(int threads, int iterations, java.util.function.IntConsumer body)
             throws InterruptedException {
@@ -78,17 +86,21 @@ public final class GCBench {
         System.out.println("Creating " + iterations + " trees of depth " + depth);
         long start = System.currentTimeMillis();
         split(threads, iterations, share -> {
+            Node temp = null;
             for (int i = 0; i < share; i++) {
-                Node temp = new Node();
+                temp = new Node();
                 populate(depth, temp);
             }
+            checkLast(temp, depth, "top-down");
         });
         System.out.println("\tTop down construction took " + (System.currentTimeMillis() - start) + " msec");
         start = System.currentTimeMillis();
         split(threads, iterations, share -> {
+            Node temp = null;
             for (int i = 0; i < share; i++) {
-                makeTree(depth);
+                temp = makeTree(depth);
             }
+            checkLast(temp, depth, "bottom-up");
         });
         System.out.println("\tBottom up construction took " + (System.currentTimeMillis() - start) + " msec");
     }
@@ -98,7 +110,10 @@ public final class GCBench {
         System.out.println("Garbage Collector Test");
         System.out.println(" Stretching memory with a binary tree of depth " + STRETCH_TREE_DEPTH);
         long start = System.currentTimeMillis();
-        makeTree(STRETCH_TREE_DEPTH);
+        if (count(makeTree(STRETCH_TREE_DEPTH)) != treeSize(STRETCH_TREE_DEPTH)) {
+            System.out.println("Failed: the stretch tree is broken");
+            System.exit(1);
+        }
         System.out.println(" Creating a long-lived binary tree of depth " + LONG_LIVED_TREE_DEPTH);
         Node longLived = new Node();
         populate(LONG_LIVED_TREE_DEPTH, longLived);
