@@ -258,6 +258,29 @@ fn build_boehm(dir: &Path) -> Result<PathBuf, String> {
     Ok(dir.to_owned())
 }
 
+/// `/proc/loadavg`'s three averages: the machine's state around the measurements.
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split(' ').take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|e| format!("? ({e})"))
+}
+
+/// The first line a tool prints about its version, or why none.
+fn version(program: &str, arg: &str) -> String {
+    match Command::new(program).arg(arg).output() {
+        Ok(o) => String::from_utf8_lossy(if o.stdout.is_empty() {
+            &o.stderr
+        } else {
+            &o.stdout
+        })
+        .lines()
+        .next()
+        .unwrap_or("")
+        .to_owned(),
+        Err(e) => format!("not available ({e})"),
+    }
+}
+
 /// The mains this rtvm has, from `rtvm --help`.
 fn rtvm_mains(rtvm: &str) -> String {
     Command::new(rtvm)
@@ -705,6 +728,14 @@ fn main() {
          over every GC stop of every measured run",
         o.mutators, o.gc_threads, o.heap_binarytrees, o.heap_gcbench, o.rounds
     );
+    println!(
+        "{} CPUs; rtvm: {}; java: {}; cc: {}; load average at start: {}",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        version(rtvm, "-version"),
+        version("java", "-version"),
+        version("cc", "--version"),
+        load()
+    );
     let mut failed = false;
     for w in [Workload::BinaryTrees, Workload::GcBench] {
         let mut active: Vec<Variant> = variants
@@ -762,8 +793,9 @@ fn main() {
                 ),
                 &format!(
                     "{} runs each after a warm-up; medians (min–max); reach: over all GC stops \
-                     (count)",
-                    o.rounds
+                     (count); load average after: {}",
+                    o.rounds,
+                    load()
                 ),
                 &rows,
             );
