@@ -95,6 +95,8 @@ define_flags! {
     product(size_t, LargePageSizeInBytes, 0,
         "Maximum large page size used (0 is the default large page size)")
         type_range();
+    product(ccstr, MMTkPlan, "Immix",
+        "The MMTk plan (collector) of programs that run on the MMTk heap (rtvm-mmtk): Immix, StickyImmix, MarkSweep or NoGC; plans that cannot take conservative roots are refused");
     product(size_t, MaxHeapSize, SCALED_96M,
         "Maximum heap size (in bytes); ergonomics set it from MaxRAMPercentage (MinRAMPercentage on small memory) of physical memory, or of the container's limit, unless given")
         type_range();

@@ -28,9 +28,11 @@ use std::sync::{Arc, Mutex};
 
 use rtvm::{lossy, ErrorCode, ErrorKind, InitArgs, Stream, Vm};
 
+mod gc_mains;
 mod mains;
 mod safepoint_mains;
 
+pub use gc_mains::{binary_trees, gcbench, Objects};
 pub use mains::{idle_threads, memory_line, IdleGate, ReleaseOnDrop};
 pub use safepoint_mains::{native_transitions, stop_straggler, thread_start_exit};
 
@@ -93,7 +95,7 @@ impl Mains {
     }
 
     /// rtvm's built-in mains (`IdleThreads`, `NativeTransitions`, `ThreadStartExit`,
-    /// `StopStraggler`).
+    /// `BinaryTrees`, `GCBench`, `StopStraggler`).
     pub fn builtin() -> Mains {
         let mut m = Mains::new();
         m.add(MainEntry {
@@ -113,6 +115,18 @@ impl Mains {
             usage: "<rounds> <threads>",
             summary: "start and join short threads while a handshaker walks every thread; print what the walks found",
             main: safepoint_mains::thread_start_exit,
+        });
+        m.add(MainEntry {
+            name: "BinaryTrees",
+            usage: "<depth> [<mutator threads>]",
+            summary: "the Benchmarks Game's binary-trees on the MMTk heap (-XX:MMTkPlan), every tree checked",
+            main: gc_mains::binary_trees,
+        });
+        m.add(MainEntry {
+            name: "GCBench",
+            usage: "[<mutator threads>]",
+            summary: "Ellis, Kovac and Boehm's GCBench on the MMTk heap (-XX:MMTkPlan)",
+            main: gc_mains::gcbench,
         });
         m.add(MainEntry {
             name: "StopStraggler",
