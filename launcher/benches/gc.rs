@@ -42,9 +42,10 @@
 //!   `G1CollectForAllocation`, `G1PauseRemark`, `G1PauseCleanup`, `MMTkCollectForAllocation`,
 //!   ...). Boehm: the C programs time the world's stops from the collector's events (see
 //!   `gc/boehm_events.h`) and print them.
-//! * Reported per variant: medians over the rounds with the spread (min–max); the time to
-//!   reach the stop as p50/p99/max over every GC stop of every measured run; ratios to
-//!   `java -XX:+UseParallelGC`.
+//! * Reported per variant: medians over the rounds with the spread (min–max), wall time less
+//!   the pauses among them (the mutators' time with start-up, exit and any concurrent GC
+//!   work); the time to reach the stop as p50/p99/max (nearest rank) over every GC stop of
+//!   every measured run, with their number; ratios to `java -XX:+UseParallelGC`.
 
 use std::collections::BTreeSet;
 use std::fs::File;
@@ -548,6 +549,8 @@ struct Summary {
     collections: (f64, f64, f64),
     pauses: (f64, f64, f64),
     total_pause: (f64, f64, f64),
+    /// Wall time less the pauses (s): the mutators, start-up and exit, concurrent GC work.
+    between: (f64, f64, f64),
     max_pause: (f64, f64, f64),
     /// p50, p99, max (µs) and the number of stops.
     reaching: Option<(f64, f64, f64, usize)>,
@@ -567,6 +570,7 @@ fn summarize(name: &str, runs: &[Run]) -> Summary {
         collections: of(&|r| r.collections as f64),
         pauses: of(&|r| r.pauses.len() as f64),
         total_pause: of(&|r| r.pauses.iter().fold(0.0, |a, b| a + b)),
+        between: of(&|r| r.wall.as_secs_f64() - r.pauses.iter().fold(0.0, |a, b| a + b) / 1e3),
         max_pause: of(&|r| r.pauses.iter().copied().fold(0.0, f64::max)),
         reaching: (!all.is_empty()).then(|| {
             (
@@ -590,9 +594,10 @@ fn print_tables(title: &str, header: &str, rows: &[Summary]) {
     println!("{title}");
     println!("{header}");
     println!(
-        "{:<22} {:>24} {:>16} {:>14} {:>26} {:>26} {:>26} {:>22}",
+        "{:<22} {:>24} {:>24} {:>16} {:>14} {:>26} {:>26} {:>26} {:>22}",
         "variant",
         "wall s",
+        "wall - pauses s",
         "collections",
         "pauses",
         "total pause ms",
@@ -605,9 +610,10 @@ fn print_tables(title: &str, header: &str, rows: &[Summary]) {
             format!("{p50:.1}/{p99:.1}/{max:.1} ({n})")
         });
         println!(
-            "{:<22} {:>24} {:>16} {:>14} {:>26} {:>26} {:>26} {:>22}",
+            "{:<22} {:>24} {:>24} {:>16} {:>14} {:>26} {:>26} {:>26} {:>22}",
             s.name,
             fmt3(s.wall, 2),
+            fmt3(s.between, 2),
             fmt3(s.collections, 0),
             fmt3(s.pauses, 0),
             fmt3(s.total_pause, 1),
@@ -621,13 +627,14 @@ fn print_tables(title: &str, header: &str, rows: &[Summary]) {
     println!("markdown:");
     println!();
     println!(
-        "| variant | wall s | collections | pauses | total pause ms | max pause ms | \
-         reach stop µs p50 / p99 / max | peak RSS MiB | × Parallel: wall / max pause / RSS |"
+        "| variant | wall s | wall − pauses s | collections | pauses | total pause ms | \
+         max pause ms | reach stop µs p50 / p99 / max (stops) | peak RSS MiB | \
+         × Parallel: wall / max pause / RSS |"
     );
-    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     for s in rows {
-        let reach = s.reaching.map_or("-".to_owned(), |(p50, p99, max, _)| {
-            format!("{p50:.1} / {p99:.1} / {max:.1}")
+        let reach = s.reaching.map_or("-".to_owned(), |(p50, p99, max, n)| {
+            format!("{p50:.1} / {p99:.1} / {max:.1} ({n})")
         });
         let ratio = parallel.map_or("-".to_owned(), |p| {
             let r = |a: f64, b: f64| {
@@ -645,9 +652,10 @@ fn print_tables(title: &str, header: &str, rows: &[Summary]) {
             )
         });
         println!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             s.name,
             fmt3(s.wall, 2),
+            fmt3(s.between, 2),
             fmt3(s.collections, 0),
             fmt3(s.pauses, 0),
             fmt3(s.total_pause, 1),
