@@ -13,12 +13,15 @@ use log::LevelFilter;
 
 pub use super::hotspot_tags::{TAGS, TAG_SETS};
 
-/// The tag sets rtvm logs with (each one of HotSpot's).
+/// The tag sets rtvm logs with (each one of HotSpot's), its MMTk binding (`rtvm-mmtk`:
+/// `gc`, `gc+heap`, `gc+heap+exit`) included.
 pub const RTVM_TAG_SETS: &[&str] = &[
     "attach",
+    "gc",
     "gc+ergo",
     "gc+heap",
     "gc+heap+coops",
+    "gc+heap+exit",
     "gc+init",
     "gc+task",
     "handshake",
