@@ -32,7 +32,7 @@ mod gc_mains;
 mod mains;
 mod safepoint_mains;
 
-pub use gc_mains::{binary_trees, gcbench, Objects};
+pub use gc_mains::{binary_trees, gcbench};
 pub use mains::{idle_threads, memory_line, IdleGate, ReleaseOnDrop};
 pub use safepoint_mains::{native_transitions, stop_straggler, thread_start_exit};
 

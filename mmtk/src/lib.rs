@@ -52,6 +52,7 @@ mod binding;
 mod config;
 mod service;
 mod state;
+pub mod workloads;
 
 pub use binding::Rtvm;
 pub use config::{Config, ConfigError, Plan, Trigger, ACCEPTED_PLANS, MIN_HEAP};

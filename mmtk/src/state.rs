@@ -294,7 +294,7 @@ pub(crate) fn resume_the_world<L: Language>() {
             total >> 20,
             took.as_secs_f64() * 1e3
         );
-        log::debug!(
+        log::info!(
             target: "gc+heap",
             "GC({id}) MMTk {:?}: used {}K->{}K, heap {}K, reached the stop in {:.3}ms",
             *mmtk.get_options().plan,

@@ -84,7 +84,7 @@ pub use error::{CreateError, DcmdError, ErrorCode, ErrorKind, ShutdownError};
 pub use heap::{Heap, HeapBlock, HeapError, HeapStats, Nursery, Tlab};
 pub use lifecycle::VmState;
 pub use memory::{MemoryError, MemoryRequest, VmMemory};
-pub use nmt::{MemoryDetail, NmtScale, NmtSummary, StackDetail, Usage};
+pub use nmt::{CollectorHeap, MemoryDetail, NmtScale, NmtSummary, StackDetail, Usage};
 pub use output::{Output, Stream};
 pub use pretouch::{PretouchHold, PretouchReport};
 pub use safepoint::{
@@ -97,7 +97,7 @@ pub use threads::{
     ThreadState, VmThread,
 };
 pub use version::version_text;
-pub use vm::{CollectorHeap, TrimReport, Vm, VmHandle};
+pub use vm::{TrimReport, Vm, VmHandle};
 pub use workers::TaskPanicked;
 
 /// The OS errors rtvm's errors carry ([`HeapError`], [`MemoryError`], [`ThreadError`]):

@@ -25,6 +25,19 @@ use std::fmt::Write as _;
 /// The `Details:` site of the cached stacks.
 const CACHE_SITE: &str = "rtvm thread stack cache: stacks of ended threads kept for reuse";
 
+/// A collector's heap, as NMT reports it ([`VmHandle::report_heap`](crate::VmHandle::report_heap)).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CollectorHeap {
+    /// Bytes the heap may grow to (`-Xmx`).
+    pub reserved: usize,
+    /// Bytes the collector holds mapped for objects now.
+    pub committed: usize,
+    /// The address range the heap lies in.
+    pub range: std::ops::Range<usize>,
+    /// Its pages, in words (`4K pages`), for `detail`'s site line.
+    pub pages: String,
+}
+
 /// Reserved and committed bytes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Usage {

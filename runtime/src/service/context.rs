@@ -52,7 +52,7 @@ pub(crate) struct Context {
 }
 
 /// What a collector reports of its heap.
-pub(crate) type HeapReporter = Arc<dyn Fn() -> crate::CollectorHeap + Send + Sync>;
+pub(crate) type HeapReporter = Arc<dyn Fn() -> crate::nmt::CollectorHeap + Send + Sync>;
 
 impl Context {
     /// The native memory summary, or `None` when `-XX:NativeMemoryTracking` is `off`;

@@ -102,19 +102,6 @@ pub(crate) struct VmInner {
     pub(super) stress: Mutex<Option<stress::Stress>>,
 }
 
-/// A collector's heap, as NMT reports it ([`VmHandle::report_heap`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CollectorHeap {
-    /// Bytes the heap may grow to (`-Xmx`).
-    pub reserved: usize,
-    /// Bytes the collector holds mapped for objects now.
-    pub committed: usize,
-    /// The address range the heap lies in.
-    pub range: std::ops::Range<usize>,
-    /// Its pages, in words (`4K pages`), for `detail`'s site line.
-    pub pages: String,
-}
-
 /// A shutdown hook ([`VmHandle::add_shutdown_hook`]).
 pub(super) type ShutdownHook = Box<dyn FnOnce() + Send + 'static>;
 
@@ -367,7 +354,10 @@ impl VmHandle {
     /// collection.
     ///
     /// [`InitArgs::collector_heap`]: crate::InitArgs::collector_heap
-    pub fn report_heap(&self, report: impl Fn() -> CollectorHeap + Send + Sync + 'static) {
+    pub fn report_heap(
+        &self,
+        report: impl Fn() -> crate::nmt::CollectorHeap + Send + Sync + 'static,
+    ) {
         *self
             .inner
             .service
