@@ -201,14 +201,28 @@ fn bad_plans_and_gc_options_are_refused_with_their_reason() {
         &["-XX:MMTkPlan=immix", "GCBench"],
         "Improperly specified VM option 'MMTkPlan=immix': unknown plan; accepted plans are Immix, StickyImmix, MarkSweep, NoGC",
     );
-    refused(
-        &["-XX:ParallelGCThreads=0", "BinaryTrees", "4"],
-        "Improperly specified VM option 'ParallelGCThreads=0'",
-    );
-    refused(
-        &["-Xmx4m", "BinaryTrees", "4"],
-        "Too small maximum heap for MMTk: MaxHeapSize=4194304 (4M); the MMTk heap needs at least 8M",
-    );
+    // Refused while the heap initializes: java's two lines on stdout, as java prints
+    // `-XX:+UseG1GC -XX:ParallelGCThreads=0` and `-Xmx1` (TestMMTkBadInput compares).
+    for (args, message) in [
+        (
+            &["-XX:ParallelGCThreads=0", "BinaryTrees", "4"][..],
+            "The MMTk heap can not be combined with -XX:ParallelGCThreads=0 (it needs at least one GC worker thread)",
+        ),
+        (
+            &["-Xmx4m", "BinaryTrees", "4"][..],
+            "Too small maximum heap for MMTk: MaxHeapSize=4194304 (4M); the MMTk heap needs at least 8M",
+        ),
+    ] {
+        let run = rtvm(args);
+        let out = text(&run.stdout);
+        assert_eq!(run.status.code(), Some(1), "{args:?}: {out}");
+        assert_eq!(
+            out,
+            format!("Error occurred during initialization of VM\n{message}\n"),
+            "{args:?}"
+        );
+        assert!(!text(&run.stderr).contains("panicked"), "{args:?}");
+    }
     // HotSpot's own check, before MMTk: on stdout as java prints it.
     let run = rtvm(&["-Xms128m", "-Xmx64m", "BinaryTrees", "4"]);
     assert_eq!(run.status.code(), Some(1));
