@@ -1,7 +1,9 @@
 //! The MMTk workloads through the `rtvm` program, as an operator runs them: the same answers
 //! on every plan as with no collection at all, `-Xlog:gc` lines in HotSpot's shape numbered
-//! from 0, refused and unknown plans, and the out-of-memory ending. The tests' build has
-//! MMTk's sanity collections on (the launcher's dev-dependency feature), and checks it.
+//! from 0, refused and unknown plans, and the out-of-memory ending. `cargo test --workspace`
+//! runs them with MMTk's sanity collections on (the binding's own dev-dependency turns its
+//! `sanity` feature on for the whole build); `cargo test -p rtvm-launcher` and `cargo bench`
+//! without (the bench measures the collector as an operator gets it).
 
 use std::process::{Command, Output};
 
@@ -80,13 +82,20 @@ fn binary_trees_expected(n: u32) -> Vec<String> {
 }
 
 #[test]
-fn the_tests_build_runs_mmtk_sanity_collections() {
+fn the_rtvm_program_reports_whether_mmtk_runs_sanity_collections() {
     let run = rtvm(&["-Xlog:gc+heap", "BinaryTrees", "4"]);
     let out = text(&run.stdout);
     assert!(run.status.success(), "{out}");
-    assert!(
-        out.contains("[info][gc,heap] Heap: MMTk Immix (") && out.contains("sanity checks on"),
-        "the tests' build runs MMTk's sanity collections: {out}"
+    assert!(out.contains("[info][gc,heap] Heap: MMTk Immix ("), "{out}");
+    // The program and this test are one build: the same features.
+    assert_eq!(
+        out.contains("sanity checks on"),
+        rtvm_mmtk::SANITY_CHECKS,
+        "the heap line tells whether this build runs MMTk's sanity collections: {out}"
+    );
+    println!(
+        "this build runs MMTk's sanity collections: {} (on under `cargo test --workspace`)",
+        rtvm_mmtk::SANITY_CHECKS
     );
 }
 

@@ -38,10 +38,13 @@ use std::any::TypeId;
 use std::marker::PhantomData;
 use std::num::NonZeroUsize;
 use std::panic::AssertUnwindSafe;
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use mmtk::plan::{AllocationSemantics, BarrierSelector};
+use mmtk::util::alloc::{Allocator, AllocatorSelector, ImmixAllocator};
+use mmtk::util::metadata::vo_bit::VO_BIT_SIDE_METADATA_SPEC;
 use mmtk::util::options::GCTriggerSelector;
 use mmtk::util::ObjectReference;
 use mmtk::vm::slot::SimpleSlot;
@@ -122,10 +125,12 @@ impl ObjRef {
         (self.address() as *mut usize).wrapping_add(index)
     }
 
+    #[inline(always)]
     pub(crate) fn from_mmtk(o: ObjectReference) -> ObjRef {
         ObjRef(NonZeroUsize::new(o.to_raw_address().as_usize()).expect("null object"))
     }
 
+    #[inline(always)]
     fn to_mmtk(self) -> ObjectReference {
         // SAFETY: an `Address` is a number; this one is an object MMTk allocated.
         let a = unsafe { mmtk::util::Address::from_usize(self.address()) };
@@ -376,8 +381,22 @@ impl<L: Language> Mmtk<L> {
         let _ns = NoAsyncStop::enter();
         let m = memory_manager::bind_mutator(state::mmtk::<L>(), cell.tls());
         cell.register(m);
+        let immix = match memory_manager::get_allocator_mapping(
+            state::mmtk::<L>(),
+            AllocationSemantics::Default,
+        ) {
+            s @ AllocatorSelector::Immix(_) => {
+                // SAFETY: this thread's mutator, registered just now.
+                let m = unsafe { cell.mutator_mut_ref() };
+                // SAFETY: the plan's selector for `Default` names an `ImmixAllocator`.
+                let a = unsafe { m.allocator_impl_mut::<ImmixAllocator<Rtvm<L>>>(s) };
+                Some(NonNull::from(a))
+            }
+            _ => None,
+        };
         Some(Mutator {
             cell,
+            immix,
             los_threshold: self.los_threshold,
             barrier: self.barrier,
             no_gc_limit: self.no_gc_limit,
@@ -428,6 +447,11 @@ pub struct HeapUsage {
 /// A thread's binding to the MMTk heap: allocation and reference stores. Not `Send`.
 pub struct Mutator<L: Language> {
     cell: Box<MutatorCell<L>>,
+    /// The plan's allocator for `Default` when it is an `ImmixAllocator` (Immix,
+    /// StickyImmix), inside the boxed MMTk mutator (which stays put until `Drop`): `alloc`
+    /// calls it directly, with no lookup and no dynamic dispatch, so its bump-pointer path
+    /// inlines here (as MMTk's OpenJDK binding reaches into its mutator's allocator).
+    immix: Option<NonNull<ImmixAllocator<Rtvm<L>>>>,
     los_threshold: usize,
     barrier: bool,
     no_gc_limit: usize,
@@ -464,14 +488,26 @@ impl<L: Language> Mutator<L> {
         };
         // No stop between the allocation and its valid-object bit: a scan would miss it.
         let _ns = NoAsyncStop::enter();
-        // SAFETY: this thread's own registered mutator, used by this thread while running.
-        let m = unsafe { self.cell.mutator_mut_ref() };
         if self.no_gc_limit != 0
             && memory_manager::used_bytes(state::mmtk::<L>()) + bytes > self.no_gc_limit
         {
             return Err(OutOfMemory);
         }
-        let a = memory_manager::alloc(m, bytes, 8, 0, semantics);
+        let immix = match semantics {
+            AllocationSemantics::Default => self.immix,
+            _ => None,
+        };
+        let a = match immix {
+            // SAFETY: the allocator of this thread's registered mutator, used by this thread
+            // while running (as `memory_manager::alloc` would use it).
+            Some(mut allocator) => unsafe { allocator.as_mut() }.alloc(bytes, 8, 0),
+            None => {
+                // SAFETY: this thread's own registered mutator, used by this thread while
+                // running.
+                let m = unsafe { self.cell.mutator_mut_ref() };
+                memory_manager::alloc(m, bytes, 8, 0, semantics)
+            }
+        };
         if a.is_zero() {
             self.cell.out_of_memory.store(false, Ordering::Relaxed);
             return Err(OutOfMemory);
@@ -479,7 +515,26 @@ impl<L: Language> Mutator<L> {
         let object = ObjectReference::from_raw_address(a).expect("not zero");
         let r = ObjRef::from_mmtk(object);
         init(r);
-        memory_manager::post_alloc(m, object, bytes, semantics);
+        if immix.is_some() {
+            // The Immix space's post-allocation work is the VO bit alone
+            // (`ImmixSpace::initialize_object_metadata`).
+            debug_assert_eq!(
+                VO_BIT_SIDE_METADATA_SPEC.load_atomic::<u8>(a, Ordering::Relaxed),
+                0
+            );
+            // SAFETY: MMTk's atomic store is a compare-and-swap loop on the metadata byte
+            // that holds the VO bits of 64 heap bytes; a plain read-modify-write is enough:
+            // the byte covers part of an Immix line (256 bytes) this thread's allocator
+            // holds, and no other thread writes it meanwhile: other mutators allocate in
+            // other lines, the collector writes VO bits only with the world stopped (this
+            // thread is in `NoAsyncStop`, and the stop orders its writes before the
+            // collector's reads).
+            unsafe { VO_BIT_SIDE_METADATA_SPEC.store::<u8>(a, 1) };
+        } else {
+            // SAFETY: as above.
+            let m = unsafe { self.cell.mutator_mut_ref() };
+            memory_manager::post_alloc(m, object, bytes, semantics);
+        }
         Ok(r)
     }
 

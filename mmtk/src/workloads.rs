@@ -140,11 +140,13 @@ fn node(
     })
 }
 
+#[inline]
 fn left(o: ObjRef) -> Option<ObjRef> {
     // SAFETY: word 1 of a node is its left child (0 or a node reachable through `o`).
     unsafe { ObjRef::from_address(o.word(1)) }
 }
 
+#[inline]
 fn right(o: ObjRef) -> Option<ObjRef> {
     // SAFETY: as `left`.
     unsafe { ObjRef::from_address(o.word(2)) }
@@ -162,17 +164,31 @@ fn bottom_up(m: &mut Mutator<Objects>, h: usize, depth: u32) -> Result<ObjRef, O
 /// Nodes in the tree; a node whose children are not both present or both absent, or whose
 /// header is not a node's, is a broken tree.
 fn check(o: ObjRef, h: usize) -> Result<u64, String> {
+    count(o, h).map_err(|broken| broken_node(broken, h))
+}
+
+/// Nodes in the tree, or the first broken node (the hot loop: the answer fits in registers).
+fn count(o: ObjRef, h: usize) -> Result<u64, ObjRef> {
     if o.header() != h {
-        return Err(format!(
-            "a tree node at {:#x} has header {:#x} (a lost root?)",
-            o.address(),
-            o.header()
-        ));
+        return Err(o);
     }
     match (left(o), right(o)) {
         (None, None) => Ok(1),
-        (Some(l), Some(r)) => Ok(1 + check(l, h)? + check(r, h)?),
-        _ => Err(format!("a tree node at {:#x} has one child", o.address())),
+        (Some(l), Some(r)) => Ok(1 + count(l, h)? + count(r, h)?),
+        _ => Err(o),
+    }
+}
+
+#[cold]
+fn broken_node(o: ObjRef, h: usize) -> String {
+    if o.header() != h {
+        format!(
+            "a tree node at {:#x} has header {:#x} (a lost root?)",
+            o.address(),
+            o.header()
+        )
+    } else {
+        format!("a tree node at {:#x} has one child", o.address())
     }
 }
 
