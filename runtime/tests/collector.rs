@@ -203,6 +203,12 @@ fn a_stop_handed_to_another_thread_ends_there() {
             }
         })
         .unwrap();
+    // The spinner runs before the first stop (on a loaded machine it may not have yet).
+    let deadline = Instant::now() + TEN_SECONDS;
+    while count.load(Ordering::Relaxed) == 0 {
+        assert!(Instant::now() < deadline, "the spinner never ran");
+        std::thread::sleep(Duration::from_millis(1));
+    }
     let h = vm.handle();
     let stopper = vm
         .spawn_collector("Stopper", move || {
@@ -229,9 +235,11 @@ fn a_stop_handed_to_another_thread_ends_there() {
             }
         })
         .unwrap();
-    stopper.join().unwrap();
+    // The spinner ends whatever the stopper did, so a failure is reported, not a hang.
+    let stopped = stopper.join();
     stop.store(true, Ordering::Relaxed);
     spinner.join().unwrap();
+    stopped.unwrap();
     vm.shutdown().unwrap();
     println!("100 stops begun on a collector thread and ended on another");
     println!("CHILD OK");

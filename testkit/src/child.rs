@@ -1,6 +1,8 @@
 //! Child processes playing a role of the same test binary.
 
-use std::process::{Command, Output};
+use std::io::Read;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 /// The environment variable that tells a re-executed test binary which child role to play.
 pub const CHILD_ROLE: &str = "RTVM_TEST_CHILD_ROLE";
@@ -10,16 +12,64 @@ pub fn child_role() -> Option<String> {
     std::env::var(CHILD_ROLE).ok()
 }
 
+/// How long a child may run before it is killed and reported as hung: a child test that
+/// hangs (a failed assertion leaving a thread the VM's shutdown waits for, say) fails the
+/// test with its output instead of holding the whole suite.
+pub const CHILD_DEADLINE: Duration = Duration::from_secs(300);
+
 /// Re-runs this test binary, running only `test` (which must dispatch on [`child_role`]),
-/// with the given role, alone (`--test-threads=1`) and without the options variable.
+/// with the given role, alone (`--test-threads=1`) and without the options variable. A
+/// child still running after [`CHILD_DEADLINE`] is killed (`SIGKILL`), its stderr ending
+/// with a line that says so.
 pub fn run_child(test: &str, role: &str) -> Output {
     let exe = std::env::current_exe().expect("test binary path");
-    Command::new(exe)
+    let mut child = Command::new(exe)
         .args([test, "--exact", "--nocapture", "--test-threads=1"])
         .env(CHILD_ROLE, role)
         .env_remove("RTVM_OPTIONS")
-        .output()
-        .expect("re-running the test binary")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("re-running the test binary");
+    let drain = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = r.read_to_end(&mut buf);
+            buf
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().expect("piped stdout")));
+    let err = drain(Box::new(child.stderr.take().expect("piped stderr")));
+    let deadline = Instant::now() + CHILD_DEADLINE;
+    let mut killed = false;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("waiting for the child") {
+            break status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            killed = true;
+            break child.wait().expect("waiting for the killed child");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stdout = out.join().unwrap_or_default();
+    let mut stderr = err.join().unwrap_or_default();
+    if killed {
+        stderr.extend_from_slice(
+            format!(
+                "\n[testkit] child `{test}` ({role}) still running after {} s: killed\n",
+                CHILD_DEADLINE.as_secs()
+            )
+            .as_bytes(),
+        );
+    }
+    Output {
+        status,
+        stdout,
+        stderr,
+    }
 }
 
 /// Runs `test` — the calling test itself — again in a child process playing role `child`
