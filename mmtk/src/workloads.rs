@@ -351,6 +351,9 @@ fn populate(m: &mut Mutator<Objects>, depth: u32, n: ObjRef) -> Result<(), OutOf
 }
 
 /// A top-down tree of `depth`.
+/// A way to build a GCBench tree of a depth.
+type Build = fn(&mut Mutator<Objects>, u32) -> Result<ObjRef, OutOfMemory>;
+
 fn top_down(m: &mut Mutator<Objects>, depth: u32) -> Result<ObjRef, OutOfMemory> {
     let t = node(m, GCBENCH_NODE, None, None)?;
     populate(m, depth, t)?;
@@ -397,58 +400,41 @@ pub fn gcbench(vm: &Vm, args: &[String]) -> MainResult {
     for d in (MIN_DEPTH..=MAX_DEPTH).step_by(2) {
         let iterations = 2 * tree_size(STRETCH_DEPTH) / tree_size(d);
         print(&format!("Creating {iterations} trees of depth {d}"))?;
-        let t0 = Instant::now();
-        split(
-            vm,
-            &heap,
-            "GCBench",
-            threads,
-            iterations,
-            move |m, share| {
-                let mut last = None;
-                for _ in 0..share {
-                    rtvm::safepoint_poll();
-                    last = Some(top_down(m, d)?);
-                }
-                // The last tree of each thread is checked (checking every one would double the
-                // work GCBench times).
-                match last {
-                    Some(t) if check(t, GCBENCH_NODE)? != tree_size(d) => {
-                        Err(format!("a top-down tree of depth {d} is broken").into())
+        let ways: [(&str, &str, Build); 2] = [
+            ("top-down", "Top down", top_down),
+            ("bottom-up", "Bottom up", |m, d| {
+                bottom_up(m, GCBENCH_NODE, d)
+            }),
+        ];
+        for (what, label, build) in ways {
+            let t0 = Instant::now();
+            split(
+                vm,
+                &heap,
+                "GCBench",
+                threads,
+                iterations,
+                move |m, share| {
+                    let mut last = None;
+                    for _ in 0..share {
+                        rtvm::safepoint_poll();
+                        last = Some(build(m, d)?);
                     }
-                    _ => Ok(0),
-                }
-            },
-        )?;
-        print(&format!(
-            "\tTop down construction took {} msec",
-            t0.elapsed().as_millis()
-        ))?;
-        let t0 = Instant::now();
-        split(
-            vm,
-            &heap,
-            "GCBench",
-            threads,
-            iterations,
-            move |m, share| {
-                let mut last = None;
-                for _ in 0..share {
-                    rtvm::safepoint_poll();
-                    last = Some(bottom_up(m, GCBENCH_NODE, d)?);
-                }
-                match last {
-                    Some(t) if check(t, GCBENCH_NODE)? != tree_size(d) => {
-                        Err(format!("a bottom-up tree of depth {d} is broken").into())
+                    // The last tree of each thread is checked (checking every one would
+                    // double the work GCBench times).
+                    match last {
+                        Some(t) if check(t, GCBENCH_NODE)? != tree_size(d) => {
+                            Err(format!("a {what} tree of depth {d} is broken").into())
+                        }
+                        _ => Ok(0),
                     }
-                    _ => Ok(0),
-                }
-            },
-        )?;
-        print(&format!(
-            "\tBottom up construction took {} msec",
-            t0.elapsed().as_millis()
-        ))?;
+                },
+            )?;
+            print(&format!(
+                "\t{label} construction took {} msec",
+                t0.elapsed().as_millis()
+            ))?;
+        }
     }
     let c = check(long_lived, GCBENCH_NODE)?;
     // SAFETY: element 1000 of the live array.
