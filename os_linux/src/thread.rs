@@ -547,6 +547,35 @@ pub fn set_current_thread_name(name: &str) {
     unsafe { libc::prctl(libc::PR_SET_NAME, buf.as_ptr() as libc::c_ulong, 0, 0, 0) };
 }
 
+/// Waits until the kernel has released each of `tids` (threads of this process that were
+/// joined), for at most `within`; returns those still present then.
+///
+/// `pthread_join` returns once the kernel clears the thread's id word, early in its exit:
+/// the task is still counted in `/proc/self/status` `Threads:` and listed under
+/// `/proc/self/task` until its exit is complete a little later. A VM that reports "no thread
+/// left" (and a host that counts its threads after `rtvm_destroy`) waits for that too. A
+/// released thread makes `tgkill(pid, tid, 0)` fail with `ESRCH`.
+pub fn wait_until_released(tids: &[i32], within: std::time::Duration) -> Vec<i32> {
+    let deadline = std::time::Instant::now() + within;
+    // SAFETY: getpid has no preconditions.
+    let pid = unsafe { libc::getpid() };
+    let present = |tid: i32| {
+        // SAFETY: signal 0 delivers nothing: it only asks whether the thread exists.
+        let rc = unsafe { libc::syscall(libc::SYS_tgkill, pid, tid, 0) };
+        rc == 0 || Errno::last() != Errno::ESRCH
+    };
+    let mut left: Vec<i32> = tids.iter().copied().filter(|&t| t > 0).collect();
+    let mut pause = std::time::Duration::from_micros(20);
+    loop {
+        left.retain(|&t| present(t));
+        if left.is_empty() || std::time::Instant::now() >= deadline {
+            return left;
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(std::time::Duration::from_millis(5));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -605,5 +634,29 @@ mod tests {
         .unwrap();
         t.join();
         assert_eq!(rx.recv().unwrap(), "exited");
+    }
+
+    #[test]
+    fn joined_threads_are_waited_for_until_the_kernel_releases_them() {
+        let task = |tid: i32| std::path::Path::new(&format!("/proc/self/task/{tid}")).exists();
+        let mut still_listed_after_join = 0;
+        for _ in 0..300 {
+            let t = std::thread::spawn(crate::sys::current_tid);
+            let tid = t.join().unwrap();
+            if task(tid) {
+                still_listed_after_join += 1;
+            }
+            let left = wait_until_released(&[tid], std::time::Duration::from_secs(5));
+            assert!(left.is_empty(), "thread {tid} still present after 5 s");
+            assert!(
+                !task(tid),
+                "thread {tid} released, yet listed in /proc/self/task"
+            );
+        }
+        println!("{still_listed_after_join} of 300 joined threads were still listed right after their join");
+        assert_eq!(
+            wait_until_released(&[0, -1], std::time::Duration::ZERO),
+            Vec::<i32>::new()
+        );
     }
 }

@@ -246,7 +246,9 @@ int rtvm_create(const rtvm_init_args *args, rtvm_vm **vm_out);
  * pretouch had failed (the VM is destroyed regardless). Called on one of the VM's own threads
  * it refuses with RTVM_ERR and changes nothing; an attached thread may call it. NULL is a
  * no-op. Unjoined rtvm_thread handles stay valid: rtvm_thread_join then only frees them.
- * When it returns no output hook call is in flight and none comes. In a child of fork():
+ * When it returns no output hook call is in flight and none comes, and none of the VM's
+ * threads exists any more (the kernel has released them: /proc/self/status counts the host's
+ * threads only). In a child of fork():
  * RTVM_EFORK, nothing done. */
 int rtvm_destroy(rtvm_vm *vm);
 

@@ -93,6 +93,7 @@ fn create_drop_create_leaves_nothing_behind() {
     // handler) so the comparison sees only what a VM owns.
     drop(create(&["-Xms16m", "-Xmx64m"]).unwrap());
     let before = procfs::read_maps().unwrap();
+    let tasks_before = tasks();
     let vm = create(&[
         "-Xms32m",
         "-Xmx256m",
@@ -116,7 +117,14 @@ fn create_drop_create_leaves_nothing_behind() {
     for t in threads {
         t.join().unwrap();
     }
+    let vm_tasks = tasks();
+    assert!(
+        vm_tasks.len() >= tasks_before.len() + 3,
+        "workers and the dispatcher: {vm_tasks:?}"
+    );
     drop(vm);
+    // The kernel's view, at once: every thread of the VM joined and released.
+    assert_eq!(tasks(), tasks_before, "threads left behind by the destroy");
     assert!(
         procfs::maps_overlapping(heap.start, heap.end)
             .unwrap()
@@ -133,6 +141,17 @@ fn create_drop_create_leaves_nothing_behind() {
     assert!(leaked.is_empty(), "mappings left behind: {leaked:#?}");
     let vm = create(&["-Xmx64m"]).expect("create again");
     vm.shutdown().unwrap();
+}
+
+/// This process's threads as the kernel lists them (`/proc/self/task`): ids, sorted.
+fn tasks() -> Vec<i32> {
+    let mut ids: Vec<i32> = std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect();
+    ids.sort_unstable();
+    ids
 }
 
 #[test]

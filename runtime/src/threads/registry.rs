@@ -16,6 +16,9 @@ struct RegistryState {
     threads: Vec<Arc<ThreadInfo>>,
     /// The VM's phase, embedded here: see [`crate::lifecycle`].
     lifecycle: Lifecycle,
+    /// Kernel ids of the VM's own threads joined since the destroy began: the destroy waits
+    /// until the kernel has released them too.
+    joined_in_destroy: Vec<i32>,
 }
 
 /// The live threads of a VM and its lifecycle phase.
@@ -44,6 +47,7 @@ impl Registry {
             inner: Mutex::new(RegistryState {
                 threads: Vec::new(),
                 lifecycle: Lifecycle::new(),
+                joined_in_destroy: Vec::new(),
             }),
             cv: Notifier::new(),
             next_id: AtomicU64::new(0),
@@ -149,8 +153,17 @@ impl Registry {
             .iter()
             .position(|t| t.id == id)
             .map(|i| s.threads.remove(i));
+        let destroying = s.lifecycle.state() != VmState::Running;
         drop(s);
         self.cv.notify_all();
+        if let Some(t) = gone
+            .as_ref()
+            .filter(|t| destroying && t.kind != ThreadKind::Attached)
+        {
+            // Its handshake lock is taken outside the registry's.
+            let tid = t.tid();
+            self.lock().joined_in_destroy.push(tid);
+        }
         // Its record goes back once the thread is finished (a stop may still hold it).
         if let Some(m) = gone.and_then(|t| t.mutator) {
             self.safepoints.unregister(m);
@@ -172,6 +185,11 @@ impl Registry {
             s = self.cv.wait_locked(s);
         }
         s.lifecycle.shut_down();
+    }
+
+    /// The kernel ids of the VM's threads joined since the destroy began (once).
+    pub(crate) fn take_joined_in_destroy(&self) -> Vec<i32> {
+        std::mem::take(&mut self.lock().joined_in_destroy)
     }
 
     pub(crate) fn set_destroyed(&self) {

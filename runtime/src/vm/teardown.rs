@@ -2,6 +2,7 @@
 //! of [`crate::vm`].
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use rtvm_flags::flag;
 
@@ -75,6 +76,13 @@ impl VmInner {
         self.registry.stack_cache().clear();
         let process = self.lock_process().take();
         drop(process);
+        // Joined is not yet gone: each thread's last kernel steps follow its join. The host
+        // finds none of the VM's threads left once destroy returns.
+        let joined = self.registry.take_joined_in_destroy();
+        let left = rtvm_os_linux::thread::wait_until_released(&joined, Duration::from_secs(2));
+        if !left.is_empty() {
+            log::warn!(target: "os+thread", "{} joined thread(s) not yet released by the kernel after 2 s: {left:?}", left.len());
+        }
         self.registry.set_destroyed();
         if errors.is_empty() {
             Ok(())

@@ -10,6 +10,7 @@
  * of mappings and of threads is what it was before the round (nothing leaked).
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <dlfcn.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -65,6 +66,35 @@ static int thread_count(void) {
         if (sscanf(line, "Threads: %d", &n) == 1) break;
     if (f) fclose(f);
     return n;
+}
+
+/* Every thread of this process as "tid name state", for a failure message. */
+static const char *describe_threads(void) {
+    static char out[4096];
+    size_t used = 0;
+    out[0] = 0;
+    DIR *d = opendir("/proc/self/task");
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.') continue;
+        char path[300], stat[512] = "";
+        snprintf(path, sizeof path, "/proc/self/task/%s/stat", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (f) {
+            if (!fgets(stat, sizeof stat, f)) stat[0] = 0;
+            fclose(f);
+        }
+        /* "tid (comm) S ...": the name and the state letter after it. */
+        char *open = strchr(stat, '('), *close = strrchr(stat, ')');
+        int n = open && close && close > open
+                    ? snprintf(out + used, sizeof out - used, "%s%s %.*s %c", used ? ", " : "", e->d_name,
+                               (int)(close - open + 1), open, close[1] ? close[2] : '?')
+                    : snprintf(out + used, sizeof out - used, "%s%s (gone)", used ? ", " : "", e->d_name);
+        if (n < 0 || (size_t)n >= sizeof out - used) break;
+        used += (size_t)n;
+    }
+    if (d) closedir(d);
+    return out;
 }
 
 static void *current_handler(void) {
@@ -142,7 +172,8 @@ int main(int argc, char **argv) {
             threads_before = threads;
         } else if (round > 1) {
             EXPECT(maps <= maps_before + 2, "round %d: %d mappings, %d after round 1", round, maps, maps_before);
-            EXPECT(threads == threads_before, "round %d: %d threads, %d after round 1", round, threads, threads_before);
+            EXPECT(threads == threads_before, "round %d: %d threads, %d after round 1: %s", round, threads, threads_before,
+                   describe_threads());
         }
     }
     printf("100 rounds of dlopen/create/destroy/dlclose; %d host faults recovered; %d mappings, %d threads\n",
