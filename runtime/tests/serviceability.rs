@@ -1,7 +1,8 @@
 //! Serviceability inside one process, each case in a child so this test process keeps its
 //! signal dispositions and files: diagnostic commands and thread dumps through the API; a
-//! SIGQUIT dump through the embedder's output hook, and a SIGQUIT after destroy absorbed
-//! (counted, nothing printed, the process lives on); destroy while an attach client is
+//! SIGQUIT dump through the embedder's output hook, one dump per SIGQUIT even when they
+//! arrive while the dispatcher is busy, and a SIGQUIT after destroy absorbed (counted,
+//! nothing printed, the process lives on); destroy while an attach client is
 //! connected (prompt, and no socket, perf file or thread left); 100 create/destroy cycles
 //! that each serve an attach request leave no descriptor, thread or file behind.
 
@@ -160,6 +161,70 @@ fn commands_and_dumps_through_the_api() {
         std::thread::sleep(Duration::from_millis(100));
         assert_eq!(printed.lock().unwrap().len(), text, "a dump after destroy");
     }
+    println!("CHILD OK");
+}
+
+/// Sends this process a `SIGQUIT`.
+fn quit_self() {
+    std::process::Command::new("kill")
+        .args(["-QUIT", &std::process::id().to_string()])
+        .status()
+        .unwrap();
+}
+
+#[test]
+fn every_sigquit_gets_its_dump_while_the_dispatcher_is_busy() {
+    if child_role().is_none() {
+        return check_child("every_sigquit_gets_its_dump_while_the_dispatcher_is_busy");
+    }
+    // The first dump's output blocks until two more SIGQUITs have been counted: both arrive
+    // while the Signal Dispatcher is still busy with the first, as kill -3 sent in quick
+    // succession to a loaded VM (or one printing to a slow pipe) finds it.
+    let gate = Arc::new((Mutex::new((0usize, false)), std::sync::Condvar::new()));
+    let hook = Arc::clone(&gate);
+    let vm = Vm::create(InitArgs::new(["-Xmx32m"]).output(move |_, text| {
+        if !text.contains("Full thread dump rtvm 64-Bit VM") {
+            return;
+        }
+        let (lock, cv) = &*hook;
+        let mut g = lock.lock().unwrap();
+        g.0 += 1;
+        cv.notify_all();
+        while !g.1 {
+            g = cv.wait(g).unwrap();
+        }
+    }))
+    .unwrap();
+    let wait_for = |what: &str, done: &dyn Fn(&(usize, bool)) -> bool| {
+        let (lock, cv) = &*gate;
+        let mut g = lock.lock().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !done(&g) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            assert!(!left.is_zero(), "{what}: {g:?}");
+            g = cv.wait_timeout(g, left).unwrap().0;
+        }
+    };
+    let base = rtvm_os_linux::quit::quit_count();
+    quit_self();
+    wait_for("the first dump", &|g| g.0 == 1);
+    quit_self();
+    quit_self();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while rtvm_os_linux::quit::quit_count().wrapping_sub(base) < 3 {
+        assert!(Instant::now() < deadline, "three SIGQUITs not counted");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    {
+        let (lock, cv) = &*gate;
+        lock.lock().unwrap().1 = true;
+        cv.notify_all();
+    }
+    wait_for("three dumps", &|g| g.0 == 3);
+    vm.shutdown().unwrap();
+    let (lock, _) = &*gate;
+    assert_eq!(lock.lock().unwrap().0, 3, "one dump per SIGQUIT");
+    println!("three SIGQUITs, two of them while the first dump was printing: three dumps");
     println!("CHILD OK");
 }
 

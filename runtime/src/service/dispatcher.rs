@@ -44,8 +44,8 @@ fn triggered() -> bool {
     })
 }
 
-/// The dispatcher's loop: handles every `SIGQUIT` counted beyond `seen` (the count when the
-/// handler went in), and a `SIGTERM`, `SIGINT` or `SIGHUP` (the process ends), until `stop`
+/// The dispatcher's loop: handles each `SIGQUIT` counted beyond `seen` (the count when the
+/// handler went in), one by one, and a `SIGTERM`, `SIGINT` or `SIGHUP` (the process ends), until `stop`
 /// is set (and the waiters kicked).
 pub(crate) fn run(
     ctx: &Arc<Context>,
@@ -68,7 +68,10 @@ pub(crate) fn run(
             quit::wait_for_event(events, None);
             continue;
         }
-        seen = quits;
+        // One at a time, as HotSpot's signal thread takes its pending signals: `SIGQUIT`s
+        // that arrived while an earlier one was being served each get their turn (a dump
+        // each, or the attach), none is merged into another.
+        seen = seen.wrapping_add(1);
         on_quit(ctx, listener);
         let _ = ctx.registry.trim_current_stack();
     }
