@@ -7,8 +7,8 @@
  *          held; released, the pretouch then runs over those pages while the mutators go on
  *          writing and verifying; afterwards every word holds its mutator's last pattern (the
  *          pretouch never overwrote data, JDK-8272807), the heap is fully resident, and a
- *          hold taken mid-way stops the pretouch's progress (once the chunks in flight are done)
- *          until it is dropped
+ *          hold that lets a quarter of the chunks through stops the pretouch's progress there,
+ *          at a chunk boundary, until it is dropped
  * @requires os.family == "linux" & os.maxMemory > 4G
  * @run main/othervm -Xms1g -Xmx1g -XX:+AlwaysPreTouch -XX:+UnlockExperimentalVMOptions -XX:+BackgroundPreTouch -XX:+HoldBackgroundPreTouch -XX:ParallelGCThreads=2 -XX:PreTouchParallelChunkSize=4m -Xlog:gc+heap TestBackgroundPreTouch
  */
@@ -51,6 +51,9 @@ pub fn main(vm: &Vm, _args: &[String]) -> TestResult {
 
     // Phase 2: released, the pretouch runs over the written pages while the mutators write
     // and verify further passes.
+    // A hold of the test's own, taken before the release, stops the pretouch at a known
+    // point later on: no timing decides where it is caught.
+    let hold = heap.hold_pretouch();
     check(vm.release_pretouch(), || "the start-up hold was not there to release".into())?;
     check(!vm.release_pretouch(), || "released twice".into())?;
     let stop = AtomicBool::new(false);
@@ -87,16 +90,20 @@ pub fn main(vm: &Vm, _args: &[String]) -> TestResult {
                 })
             })
             .collect();
-        // A hold taken while the pretouch runs stops its progress (at a chunk boundary).
+        // The hold lets a quarter of the 4 MiB chunks through while the mutators run, and
+        // stops the pretouch there (at that chunk boundary) until it is dropped.
         let held = (|| -> Result<(), TestFailure> {
-            wait_until("the pretouch has started", || heap.pretouch_progress().is_some_and(|(d, _)| d > 0))?;
-            let hold = heap.hold_pretouch();
+            check(heap.pretouch_progress() == Some((0, committed)), || format!("moved under the test's hold: {:?}", heap.pretouch_progress()))?;
+            let chunk = 4 << 20;
+            let allowed = committed / chunk / 4;
+            hold.let_through(allowed);
+            wait_until("the allowed chunks are done", || heap.pretouch_progress().is_some_and(|(d, _)| d >= allowed * chunk))?;
             // Chunks in flight finish; then nothing moves.
             hold.wait_stopped();
             let frozen = heap.pretouch_progress();
             std::thread::sleep(Duration::from_millis(200));
             check(heap.pretouch_progress() == frozen, || format!("progress moved under a hold: {frozen:?} -> {:?}", heap.pretouch_progress()))?;
-            check(frozen.is_some_and(|(d, t)| d > 0 && d < t), || format!("not held mid-way: {frozen:?}"))?;
+            check(frozen == Some((allowed * chunk, committed)), || format!("not held at {} bytes: {frozen:?}", allowed * chunk))?;
             println!("held mid-way at {frozen:?}");
             drop(hold);
             Ok(())

@@ -19,6 +19,9 @@ struct Holds {
     closing: bool,
     /// Workers inside a chunk right now.
     active: usize,
+    /// Chunks that may still start although the pretouch is held
+    /// ([`PretouchHold::let_through`]); cleared when the last hold goes.
+    allowance: usize,
 }
 
 impl Holds {
@@ -108,6 +111,9 @@ impl Gate {
             }
             h.initial = false;
             h.count = h.count.saturating_sub(1);
+            if h.count == 0 {
+                h.allowance = 0;
+            }
         }
         self.changed();
         true
@@ -117,13 +123,18 @@ impl Gate {
         {
             let mut h = self.lock();
             h.count = h.count.saturating_sub(1);
+            if h.count == 0 {
+                h.allowance = 0;
+            }
         }
         self.changed();
     }
 
-    /// Whether any hold is taken (and not overridden by a close).
+    /// Whether a worker would be stopped before its next chunk: a hold is taken (and not
+    /// overridden by a close) and has let through all it allowed.
     pub(crate) fn is_held(&self) -> bool {
-        self.lock().held()
+        let h = self.lock();
+        h.held() && h.allowance == 0
     }
 
     /// Ends every hold for good (the owner shuts down and waits for the pretouch).
@@ -138,7 +149,10 @@ impl Gate {
     pub(crate) fn try_enter_chunk(&self) -> Option<ActiveChunk<'_>> {
         let mut h = self.lock();
         if h.held() {
-            return None;
+            if h.allowance == 0 {
+                return None;
+            }
+            h.allowance -= 1;
         }
         h.active += 1;
         Some(ActiveChunk(self))
@@ -175,8 +189,59 @@ impl PretouchHold {
     }
 }
 
+impl PretouchHold {
+    /// Lets `chunks` more chunks of the pretouch start although it is held (then it stops
+    /// again at that chunk boundary): a held pretouch paced by its owner — part of the heap
+    /// now, the rest once the hold is dropped — and a stop at a known point of its
+    /// progress. The allowance is the pretouch's, whichever hold gives it; it lapses when
+    /// the last hold is dropped.
+    pub fn let_through(&self, chunks: usize) {
+        {
+            let mut h = self.gate.lock();
+            h.allowance = h.allowance.saturating_add(chunks);
+        }
+        self.gate.changed();
+    }
+}
+
 impl Drop for PretouchHold {
     fn drop(&mut self) {
         self.gate.release();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hold_lets_through_what_it_allows_and_the_allowance_lapses_with_it() {
+        let gate = Gate::new();
+        assert!(gate.try_enter_chunk().is_some(), "open");
+        let hold = gate.hold();
+        assert!(gate.try_enter_chunk().is_none(), "held");
+        assert!(gate.is_held());
+        hold.let_through(2);
+        assert!(!gate.is_held(), "workers may take the allowed chunks");
+        let (a, b) = (gate.try_enter_chunk(), gate.try_enter_chunk());
+        assert!(a.is_some() && b.is_some(), "two chunks allowed");
+        assert!(gate.try_enter_chunk().is_none(), "held again after two");
+        assert!(gate.is_held());
+        assert_eq!(gate.lock().active, 2);
+        drop((a, b));
+        hold.wait_stopped();
+        hold.let_through(5);
+        drop(hold);
+        let again = gate.hold();
+        assert!(
+            gate.try_enter_chunk().is_none(),
+            "the allowance lapsed with the last hold"
+        );
+        gate.close();
+        assert!(
+            gate.try_enter_chunk().is_some(),
+            "a close overrides every hold"
+        );
+        drop(again);
     }
 }
