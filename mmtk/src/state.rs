@@ -377,13 +377,20 @@ pub(crate) fn epoch() -> u64 {
 }
 
 /// Waits, in a safe region, until the epoch is past `before`.
+///
+/// The epoch's lock is taken inside the region and given up before the region is left:
+/// leaving waits while the next collection stops the world, and a thread waiting there with
+/// the lock held would keep every mutator that reaches `block_for_gc` meanwhile (inside its
+/// allocation's no-stop section, not yet in a region) from stopping — the stop could never
+/// complete.
 fn wait_past(before: u64) {
+    let _region = rtvm::SafeRegion::enter();
     let (epoch, cv) = &EPOCH;
     let mut e = lock(epoch);
-    let _region = rtvm::SafeRegion::enter();
     while *e == before {
         e = cv.wait(e).unwrap_or_else(|p| p.into_inner());
     }
+    drop(e);
 }
 
 /// Asks MMTk for a collection on behalf of `tls` and waits for it (`GC.run`, `collect`), from
