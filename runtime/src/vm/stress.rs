@@ -329,13 +329,12 @@ mod tests {
         });
         let (spinner, waiter) = (rx.recv().unwrap(), rx_waiting.recv().unwrap());
         std::thread::sleep(Duration::from_millis(5));
-        // On a loaded machine the spinner may not get enough CPU in every window: a few tries.
+        // On a loaded machine the spinner may not get enough CPU in every window (a window
+        // is shorter than a scheduler slice): tries for up to 20 s, each a few milliseconds.
         let mut caught = Vec::new();
-        for _ in 0..20 {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while caught.is_empty() && std::time::Instant::now() < deadline {
             caught = keep_running(&[spinner, waiter]);
-            if !caught.is_empty() {
-                break;
-            }
         }
         let waiter_passes = keep_running(&[waiter]).is_empty();
         stop.store(true, Ordering::Relaxed);
