@@ -168,6 +168,15 @@ pub(crate) fn set_vma_name(addr: usize, len: usize, name: &CStr) -> Result<(), E
     Errno::result(rc).map(drop)
 }
 
+/// Sends `signo` to thread `tid` of this process (`tgkill`); signal 0 only asks whether the
+/// thread exists (`ESRCH` once the kernel has released it).
+pub(crate) fn tgkill(tid: i32, signo: libc::c_int) -> Result<(), Errno> {
+    // SAFETY: a signal to a thread of this very process: its action is what the process
+    // installed (or the default); no memory is passed.
+    let rc = unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), tid, signo) };
+    Errno::result(rc).map(drop)
+}
+
 /// The calling thread's kernel thread id.
 pub fn current_tid() -> i32 {
     // SAFETY: gettid has no preconditions.

@@ -339,8 +339,8 @@ pub fn abort_process(report: &str, culprit: Option<i32>, dump_core: bool) -> ! {
         unsafe { libc::_exit(1) };
     }
     if let Some(tid) = culprit.filter(|&t| t > 0) {
-        // SAFETY: SIGABRT to a thread of this process; its default action ends the process.
-        unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), tid, libc::SIGABRT) };
+        // SIGABRT to the culprit: its default action ends the process.
+        let _ = crate::sys::tgkill(tid, libc::SIGABRT);
         std::thread::sleep(std::time::Duration::from_secs(3));
     }
     std::process::abort()

@@ -557,13 +557,7 @@ pub fn set_current_thread_name(name: &str) {
 /// released thread makes `tgkill(pid, tid, 0)` fail with `ESRCH`.
 pub fn wait_until_released(tids: &[i32], within: std::time::Duration) -> Vec<i32> {
     let deadline = std::time::Instant::now() + within;
-    // SAFETY: getpid has no preconditions.
-    let pid = unsafe { libc::getpid() };
-    let present = |tid: i32| {
-        // SAFETY: signal 0 delivers nothing: it only asks whether the thread exists.
-        let rc = unsafe { libc::syscall(libc::SYS_tgkill, pid, tid, 0) };
-        rc == 0 || Errno::last() != Errno::ESRCH
-    };
+    let present = |tid: i32| crate::sys::tgkill(tid, 0) != Err(Errno::ESRCH);
     let mut left: Vec<i32> = tids.iter().copied().filter(|&t| t > 0).collect();
     let mut pause = std::time::Duration::from_micros(20);
     loop {

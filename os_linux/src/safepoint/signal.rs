@@ -153,14 +153,12 @@ pub fn send_stop_signal(record: &StopRecord) -> SendOutcome {
     if !protocol::may_signal(&record.core) {
         return SendOutcome::Outstanding;
     }
-    // SAFETY: tgkill to a thread of this very process with the signal rtvm installed.
-    let rc = unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), tid, signo) };
-    if rc == 0 {
-        SendOutcome::Sent
-    } else {
-        let e = Errno::last();
-        protocol::unsend(&record.core);
-        SendOutcome::Failed(e)
+    match crate::sys::tgkill(tid, signo) {
+        Ok(()) => SendOutcome::Sent,
+        Err(e) => {
+            protocol::unsend(&record.core);
+            SendOutcome::Failed(e)
+        }
     }
 }
 

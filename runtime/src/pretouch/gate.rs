@@ -28,6 +28,14 @@ impl Holds {
     fn held(&self) -> bool {
         self.count > 0 && !self.closing
     }
+
+    /// One hold fewer; the allowance lapses with the last.
+    fn drop_one(&mut self) {
+        self.count = self.count.saturating_sub(1);
+        if self.count == 0 {
+            self.allowance = 0;
+        }
+    }
 }
 
 /// The gate a background pretouch's workers pass before each chunk.
@@ -110,23 +118,14 @@ impl Gate {
                 return false;
             }
             h.initial = false;
-            h.count = h.count.saturating_sub(1);
-            if h.count == 0 {
-                h.allowance = 0;
-            }
+            h.drop_one();
         }
         self.changed();
         true
     }
 
     fn release(&self) {
-        {
-            let mut h = self.lock();
-            h.count = h.count.saturating_sub(1);
-            if h.count == 0 {
-                h.allowance = 0;
-            }
-        }
+        self.lock().drop_one();
         self.changed();
     }
 
@@ -187,9 +186,7 @@ impl PretouchHold {
             h = g.changed.wait(h).unwrap_or_else(|p| p.into_inner());
         }
     }
-}
 
-impl PretouchHold {
     /// Lets `chunks` more chunks of the pretouch start although it is held (then it stops
     /// again at that chunk boundary): a held pretouch paced by its owner — part of the heap
     /// now, the rest once the hold is dropped — and a stop at a known point of its

@@ -45,8 +45,8 @@ fn triggered() -> bool {
 }
 
 /// The dispatcher's loop: handles each `SIGQUIT` counted beyond `seen` (the count when the
-/// handler went in), one by one, and a `SIGTERM`, `SIGINT` or `SIGHUP` (the process ends), until `stop`
-/// is set (and the waiters kicked).
+/// handler went in), one by one, and a `SIGTERM`, `SIGINT` or `SIGHUP` (the process ends),
+/// until `stop` is set (and the waiters kicked).
 pub(crate) fn run(
     ctx: &Arc<Context>,
     listener: &Mutex<Option<Listener>>,
