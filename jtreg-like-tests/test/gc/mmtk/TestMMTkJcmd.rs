@@ -1,6 +1,6 @@
 /*
  * @test
- * @summary The JDK's own jcmd and jstack against a live rtvm running BinaryTrees 18 on the
+ * @summary The JDK's own jcmd and jstack against a live rtvm running BinaryTrees 20 on the
  *          MMTk heap (ended by SIGTERM: exit 143, as java), side by side with a live java
  *          17: help lists GC.heap_info and GC.run in java's layout and order; GC.heap_info's
  *          first line has java's shape (MMTk Immix, total = -Xmx); GC.run answers as java's
@@ -25,7 +25,7 @@ use rtvm_jtreg::testlib::*;
 
 /// The workload: the README's main, deep enough to run well past the checks (about 140 M
 /// nodes, collecting about once a second in a debug build), ended by SIGTERM.
-const OPTIONS: &[&str] = &["-Xmx96m", "-XX:ParallelGCThreads=2", "-XX:NativeMemoryTracking=summary", "-Xlog:gc,safepoint", "BinaryTrees", "18", "1"];
+const OPTIONS: &[&str] = &["-Xmx256m", "-XX:ParallelGCThreads=2", "-XX:NativeMemoryTracking=summary", "-Xlog:gc,safepoint", "BinaryTrees", "20", "1"];
 const JAVA_OPTIONS: &[&str] = &["-Xmx32m", "-XX:ParallelGCThreads=2", "-Xlog:gc,safepoint"];
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -43,7 +43,7 @@ pub fn main(_vm: &Vm, _args: &[String]) -> TestResult {
     let mut command = Command::new("env");
     command.arg("--default-signal=QUIT,TERM").arg(test_vm()).args(OPTIONS);
     let mut ours = ProcessTools::start(command)?;
-    ours.wait_for_line("stretch tree of depth 19", Duration::from_secs(60))?;
+    ours.wait_for_line("stretch tree of depth 21", Duration::from_secs(60))?;
     let java = Target::java(JAVA_OPTIONS, 1)?;
     let (r, j) = (ours.pid(), java.pid());
     let result = (|| -> TestResult {
@@ -59,7 +59,7 @@ pub fn main(_vm: &Vm, _args: &[String]) -> TestResult {
         let info = reply(&jcmd(r, &["GC.heap_info"])?);
         let first = info.lines().next().unwrap_or_default();
         let (name, total, used, lo, hi) = parse_heap_line(first).ok_or_else(|| TestFailure(format!("GC.heap_info's first line is not java's shape: {info:?}")))?;
-        check(name == "MMTk Immix" && total == 96 * 1024 && used <= total && lo < hi, || format!("GC.heap_info: {first:?}"))?;
+        check(name == "MMTk Immix" && total == 256 * 1024 && used <= total && lo < hi, || format!("GC.heap_info: {first:?}"))?;
         let java_info = reply(&jcmd(j, &["GC.heap_info"])?);
         check(parse_heap_line(java_info.lines().next().unwrap_or_default()).is_some(), || format!("java's GC.heap_info does not pass the same parser: {java_info:?}"))?;
         let collections = |text: &str| -> Option<u64> { text.split("collections ").nth(1)?.split(',').next()?.parse().ok() };
@@ -75,7 +75,7 @@ pub fn main(_vm: &Vm, _args: &[String]) -> TestResult {
         check(reply(&run) == reply(&java_run) && run.stderr == java_run.stderr, || format!("GC.run: rtvm {run:?}\njava {java_run:?}"))?;
         let line = ours.wait_for_line("(Diagnostic Command)", WAIT)?;
         let p = parse_gc_line(&line).ok_or_else(|| TestFailure(format!("not java's shape: {line:?}")))?;
-        check(p.kind == "Full" && p.causes == ["Diagnostic Command"] && p.capacity == 96, || format!("GC.run's collection: {p:?}"))?;
+        check(p.kind == "Full" && p.causes == ["Diagnostic Command"] && p.capacity == 256, || format!("GC.run's collection: {p:?}"))?;
         let stop = ours.wait_for_line("Safepoint \"MMTkCollectFull\"", WAIT)?;
         check(parse_safepoint_line(&stop).is_some(), || format!("GC.run's stop: {stop:?}"))?;
         // More, while BinaryTrees keeps collecting: one that arrives during an allocation's
@@ -115,7 +115,7 @@ pub fn main(_vm: &Vm, _args: &[String]) -> TestResult {
         // NMT: the heap, and every thread (the workers too) in Thread.
         let nmt = reply(&jcmd(r, &["VM.native_memory", "summary"])?);
         let heap = nmt.lines().find(|l| l.contains("Java Heap (")).unwrap_or_default();
-        check(heap.contains("Java Heap (reserved=98304KB, committed="), || format!("NMT's Java Heap line: {heap:?}\n{nmt}"))?;
+        check(heap.contains("Java Heap (reserved=262144KB, committed="), || format!("NMT's Java Heap line: {heap:?}\n{nmt}"))?;
         let threads: u64 = nmt.split("(thread #").nth(1).and_then(|s| s.split(')').next()).and_then(|n| n.trim().parse().ok()).unwrap_or(0);
         let listed = print.lines().filter(|l| l.starts_with('"')).count() as u64;
         check(threads == listed, || format!("NMT counts {threads} threads, Thread.print lists {listed}:\n{nmt}\n{print}"))?;
@@ -138,7 +138,7 @@ pub fn main(_vm: &Vm, _args: &[String]) -> TestResult {
     result?;
     killed?.should_have_exit_value(0)?;
     check(end.exit == 143 && end.stderr.is_empty(), || format!("the target's end after SIGTERM (java: 143): exit {}, stderr {:?}", end.exit, end.stderr))?;
-    check(!end.stdout.contains("long lived tree"), || "BinaryTrees 18 ended before the checks did: give it more work".into())?;
+    check(!end.stdout.contains("long lived tree"), || "BinaryTrees 20 ended before the checks did: give it more work".into())?;
     gc_pauses(&end.stdout, true)?;
     Ok(())
 }
